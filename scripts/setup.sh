@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Installs the tools webnmt needs, skipping what is already there. Safe to run again: on a
+# ready machine it takes seconds.
+#
+#   scripts/setup.sh build   the page's toolchain: the wasm32 target (rustup, or Debian's
+#                            rustc-web + rust-web-src with build-std when rustup cannot download),
+#                            wasm-bindgen-cli at the crate's exact version, trunk
+#   scripts/setup.sh test    all of the above, plus Debian chromium and lavapipe
+#                            (mesa-vulkan-drivers) and the npm packages of tests/package-lock.json
+#
+# Writes target/toolchain.env, which the other scripts source: it says how to build for wasm.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mode="${1:-test}"
+case "$mode" in build | test) ;; *) echo "usage: scripts/setup.sh [build|test]" >&2; exit 2 ;; esac
+
+WASM_BINDGEN_VERSION=0.2.130 # must equal the `wasm-bindgen = "=..."` pin in Cargo.toml
+TRUNK_VERSION=0.22.1
+
+log() { printf '\033[1m[setup]\033[0m %s\n' "$*" >&2; }
+die() { printf '\033[1;31m[setup] error:\033[0m %s\n' "$*" >&2; exit 1; }
+
+grep -q "wasm-bindgen = \"=$WASM_BINDGEN_VERSION\"" Cargo.toml \
+  || die "scripts/setup.sh pins wasm-bindgen $WASM_BINDGEN_VERSION but Cargo.toml does not; make them equal."
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then
+  command -v sudo >/dev/null || die "need root or sudo to install Debian packages"
+  SUDO=sudo
+fi
+
+apt_updated=0
+apt_install() { # packages not yet installed are installed
+  local missing=()
+  for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  command -v apt-get >/dev/null || die "missing ${missing[*]} and no apt-get: install them with your package manager"
+  if [ $apt_updated = 0 ]; then log "apt-get update"; $SUDO apt-get update -qq; apt_updated=1; fi
+  log "apt-get install ${missing[*]}"
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# --- Debian packages: the browser for the browser tests, lavapipe for native GPU tests.
+if [ "$mode" = test ]; then
+  if command -v dpkg >/dev/null; then
+    apt_install chromium mesa-vulkan-drivers libvulkan1
+  else
+    log "not a Debian system: install Chromium (or set CHROMIUM=/path/to/chrome) and a Vulkan driver yourself"
+  fi
+fi
+
+# --- The wasm32 target: rustup first, Debian's rustc-web with build-std as the fallback.
+mkdir -p target
+env_file=target/toolchain.env
+if rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; then
+  echo "WASM_ENV=()" > "$env_file"
+elif command -v rustup >/dev/null && rustup target add wasm32-unknown-unknown; then
+  echo "WASM_ENV=()" > "$env_file"
+else
+  log "rustup could not add wasm32-unknown-unknown; falling back to Debian's rustc-web with build-std"
+  apt_install rustc-web cargo-web rust-web-src rust-web-llvm
+  cat > "$env_file" <<'ENV'
+# Debian's rustc-web builds std for wasm itself; a separate target dir because it is another rustc.
+WASM_ENV=(RUSTC=/usr/bin/rustc RUSTC_BOOTSTRAP=1 CARGO_UNSTABLE_BUILD_STD=std,panic_abort CARGO_TARGET_DIR=target-wasm)
+ENV
+fi
+
+# --- wasm-bindgen-cli at exactly the crate's version (trunk refuses any other and cannot download).
+if [ "$(wasm-bindgen --version 2>/dev/null | awk '{print $2}')" != "$WASM_BINDGEN_VERSION" ]; then
+  log "cargo install wasm-bindgen-cli $WASM_BINDGEN_VERSION (about 3 minutes)"
+  # Not --locked: its lock file names a crate version the registry mirror lacks.
+  cargo install -q wasm-bindgen-cli --version "$WASM_BINDGEN_VERSION" --force
+fi
+
+# --- trunk.
+if [ "$(trunk --version 2>/dev/null | awk '{print $2}')" != "$TRUNK_VERSION" ]; then
+  log "cargo install trunk $TRUNK_VERSION (about 13 minutes on 2 cores)"
+  cargo install -q trunk --version "$TRUNK_VERSION" --locked --ignore-rust-version --force
+fi
+
+# --- npm packages for the browser tests (playwright-core drives Debian's chromium; it never downloads a browser).
+if [ "$mode" = test ] && ! cmp -s tests/package-lock.json tests/node_modules/.package-lock.json 2>/dev/null; then
+  log "npm ci in tests/"
+  (cd tests && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error)
+fi
+
+log "tools ready"

@@ -1,0 +1,244 @@
+//! Driver for `matmul_q8.wgsl`: `Y = X · Wᵀ + b` with int8 weights (layout in [`crate::weights`]).
+//!
+//! `k` must be a multiple of 4 (the packed layout); other shapes are rejected with
+//! [`GpuError::Shape`] before anything is dispatched. Any `m ≥ 1` and `n ≥ 1` work.
+
+use crate::gpu::{Gpu, GpuError, PipelineKey};
+use crate::weights::QuantizedMatrix;
+use std::sync::Arc;
+
+/// The kernel's name: its pipeline-cache key and debug label.
+pub const NAME: &str = "matmul_q8";
+/// The WGSL source.
+pub const SOURCE: &str = include_str!("matmul_q8.wgsl");
+/// Output rows and columns covered by one workgroup (`TILE` in the shader).
+const TILE: u32 = 16;
+
+/// Mirrors `struct Params` in `matmul_q8.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct Params {
+    m: u32,
+    n: u32,
+    k: u32,
+    _pad: u32,
+}
+const _: () = assert!(size_of::<Params>() == 16);
+
+/// An int8 weight matrix and its bias, resident on the GPU.
+pub struct GpuQ8Matrix {
+    /// Output features.
+    pub n: usize,
+    /// Input features (a multiple of 4).
+    pub k: usize,
+    packed: wgpu::Buffer,
+    scale: wgpu::Buffer,
+    bias: wgpu::Buffer,
+}
+
+impl GpuQ8Matrix {
+    /// Uploads `w` (`[n, k]`) and `bias` (`[n]`).
+    pub fn upload(gpu: &Gpu, w: &QuantizedMatrix, bias: &[f32]) -> Result<Self, GpuError> {
+        if bias.len() != w.n {
+            return Err(shape_error(format!(
+                "bias has {} values but the weight has {} output features",
+                bias.len(),
+                w.n
+            )));
+        }
+        if w.n == 0 || w.k == 0 {
+            return Err(shape_error(format!("empty weight [{}, {}]", w.n, w.k)));
+        }
+        Ok(Self {
+            n: w.n,
+            k: w.k,
+            packed: gpu.storage_from("matmul_q8 weight", &w.packed),
+            scale: gpu.storage_from("matmul_q8 scale", &w.scale),
+            bias: gpu.storage_from("matmul_q8 bias", bias),
+        })
+    }
+}
+
+/// The compiled kernel.
+pub struct MatmulQ8 {
+    pipeline: Arc<wgpu::ComputePipeline>,
+}
+
+impl MatmulQ8 {
+    /// Compiles the kernel (or takes it from the device's pipeline cache).
+    pub async fn new(gpu: &Gpu) -> Result<Self, GpuError> {
+        let pipeline = gpu.pipeline(&PipelineKey::new(NAME), SOURCE).await?;
+        Ok(Self { pipeline })
+    }
+
+    /// Records one dispatch computing `y[m, n] = x[m, k] · Wᵀ + b` into `encoder`.
+    ///
+    /// # Shapes
+    /// - `x`: at least `m · k` f32, `y`: at least `m · n` f32.
+    pub fn encode(
+        &self,
+        gpu: &Gpu,
+        encoder: &mut wgpu::CommandEncoder,
+        x: &wgpu::Buffer,
+        w: &GpuQ8Matrix,
+        y: &wgpu::Buffer,
+        m: usize,
+    ) -> Result<(), GpuError> {
+        check_shape(m, w.n, w.k)?;
+        let need = |len: usize| (len * 4) as u64;
+        if x.size() < need(m * w.k) || y.size() < need(m * w.n) {
+            return Err(shape_error(format!(
+                "buffers too small for m={m}, n={}, k={}: x has {} bytes, y has {} bytes",
+                w.n,
+                w.k,
+                x.size(),
+                y.size()
+            )));
+        }
+        let groups = [(w.n as u32).div_ceil(TILE), (m as u32).div_ceil(TILE)];
+        let max = gpu.device.limits().max_compute_workgroups_per_dimension;
+        if groups.iter().any(|&g| g > max) {
+            return Err(shape_error(format!(
+                "m={m}, n={} needs {groups:?} workgroups; this adapter allows {max} per dimension",
+                w.n
+            )));
+        }
+        let params = gpu.uniform(
+            "matmul_q8 params",
+            &Params {
+                m: m as u32,
+                n: w.n as u32,
+                k: w.k as u32,
+                _pad: 0,
+            },
+        );
+        let bind_group = gpu.bind_group(
+            &self.pipeline,
+            &[&params, x, &w.packed, &w.scale, &w.bias, y],
+        );
+        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: Some(NAME),
+            timestamp_writes: None,
+        });
+        pass.set_pipeline(&self.pipeline);
+        pass.set_bind_group(0, &bind_group, &[]);
+        pass.dispatch_workgroups(groups[0], groups[1], 1);
+        Ok(())
+    }
+}
+
+/// Runs the kernel once on host data and reads the result back: `x[m, k] · Wᵀ + bias`.
+pub async fn matmul_q8(
+    gpu: &Gpu,
+    x: &[f32],
+    m: usize,
+    w: &QuantizedMatrix,
+    bias: &[f32],
+) -> Result<Vec<f32>, GpuError> {
+    check_shape(m, w.n, w.k)?;
+    if x.len() != m * w.k {
+        return Err(shape_error(format!(
+            "x has {} values, expected m·k = {m}·{} = {}",
+            x.len(),
+            w.k,
+            m * w.k
+        )));
+    }
+    let kernel = MatmulQ8::new(gpu).await?;
+    let y = gpu
+        .checked(NAME, async {
+            let weights = GpuQ8Matrix::upload(gpu, w, bias)?;
+            let x = gpu.storage_from("matmul_q8 x", x);
+            let y = gpu.storage_zeroed("matmul_q8 y", m * w.n);
+            let mut encoder = gpu.device.create_command_encoder(&Default::default());
+            kernel.encode(gpu, &mut encoder, &x, &weights, &y, m)?;
+            gpu.queue.submit([encoder.finish()]);
+            Ok::<_, GpuError>(y)
+        })
+        .await??;
+    gpu.read_f32(&y).await
+}
+
+fn check_shape(m: usize, n: usize, k: usize) -> Result<(), GpuError> {
+    if !k.is_multiple_of(4) {
+        return Err(shape_error(format!(
+            "k = {k} is not a multiple of 4; int8 weights are packed four per u32 \
+             (pad the input features to a multiple of 4)"
+        )));
+    }
+    if m == 0 || n == 0 || k == 0 {
+        return Err(shape_error(format!("empty problem m={m}, n={n}, k={k}")));
+    }
+    if [m, n, k].iter().any(|&d| d > u32::MAX as usize / 4) {
+        return Err(shape_error(format!("m={m}, n={n}, k={k} is too large")));
+    }
+    Ok(())
+}
+
+fn shape_error(message: String) -> GpuError {
+    GpuError::Shape {
+        kernel: NAME,
+        message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gpu::testing::gpu_or_skip;
+    use crate::selfcheck;
+
+    #[test]
+    fn matmul_q8_matches_reference() {
+        let Some(gpu) = gpu_or_skip("matmul_q8_matches_reference") else {
+            return;
+        };
+        let checks = pollster::block_on(selfcheck::check_matmul_q8(&gpu, 7))
+            .expect("the kernel runs on this adapter");
+        assert_eq!(checks.len(), selfcheck::MATMUL_Q8_SHAPES.len());
+        let failed: Vec<_> = checks.iter().filter(|c| !c.comparison.passed()).collect();
+        assert!(
+            failed.is_empty(),
+            "mismatches against the reference: {failed:#?}"
+        );
+    }
+
+    #[test]
+    fn k_not_multiple_of_4_is_rejected() {
+        let Some(gpu) = gpu_or_skip("k_not_multiple_of_4_is_rejected") else {
+            return;
+        };
+        // A hand-built matrix: `QuantizedMatrix::quantize` already refuses such shapes.
+        let w = QuantizedMatrix {
+            n: 2,
+            k: 6,
+            packed: vec![0; 3],
+            scale: vec![1.0; 2],
+        };
+        let err = pollster::block_on(matmul_q8(&gpu, &[0.0; 6], 1, &w, &[0.0; 2]))
+            .expect_err("k = 6 must be rejected");
+        assert!(err.to_string().contains("not a multiple of 4"), "{err}");
+        let err = pollster::block_on(matmul_q8(
+            &gpu,
+            &[0.0; 3],
+            1,
+            &QuantizedMatrix::quantize(&[0.0; 8], 2, 4).expect("valid shape"),
+            &[0.0; 2],
+        ))
+        .expect_err("x of the wrong length must be rejected");
+        assert!(err.to_string().contains("x has 3 values"), "{err}");
+    }
+
+    #[test]
+    fn pipeline_is_compiled_once() {
+        let Some(gpu) = gpu_or_skip("pipeline_is_compiled_once") else {
+            return;
+        };
+        pollster::block_on(async {
+            let a = MatmulQ8::new(&gpu).await.expect("compiles");
+            let b = MatmulQ8::new(&gpu).await.expect("compiles");
+            assert!(Arc::ptr_eq(&a.pipeline, &b.pipeline));
+        });
+        assert_eq!(gpu.pipelines().len(), 1);
+    }
+}

@@ -1,0 +1,104 @@
+//! Plain-Rust f32 versions of every GPU kernel: the oracle the kernels are tested against.
+//!
+//! These favour clarity over speed. Each function mirrors one file in `kernels/` by name.
+
+use crate::weights::QuantizedMatrix;
+use serde::Serialize;
+
+/// `y[m, n] = x[m, k] · Wᵀ + bias` with `W` the dequantized int8 matrix (see `matmul_q8.wgsl`).
+///
+/// # Shapes
+/// - `x`: `[m, k]` row-major, `w`: `[n, k]`, `bias`: `[n]`; returns `[m, n]`.
+pub fn matmul_q8(x: &[f32], m: usize, w: &QuantizedMatrix, bias: &[f32]) -> Vec<f32> {
+    assert_eq!(x.len(), m * w.k, "x must be [m, k]");
+    assert_eq!(bias.len(), w.n, "bias must be [n]");
+    let w_f32 = w.dequantize();
+    let mut y = Vec::with_capacity(m * w.n);
+    for x_row in x.chunks_exact(w.k) {
+        for (w_row, b) in w_f32.chunks_exact(w.k).zip(bias) {
+            let dot: f32 = x_row.iter().zip(w_row).map(|(a, b)| a * b).sum();
+            y.push(dot + b);
+        }
+    }
+    y
+}
+
+/// How closely a kernel's output matched its reference.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Comparison {
+    /// Elements compared.
+    pub len: usize,
+    /// Elements outside `atol + rtol · |expected|` (NaN counts as outside).
+    pub n_bad: usize,
+    /// The first element outside tolerance, if any.
+    pub first_bad: Option<usize>,
+    /// The largest absolute difference, and where it is.
+    pub max_abs_err: f32,
+    pub worst_index: usize,
+}
+
+impl Comparison {
+    /// True when every element is within tolerance and the lengths agree.
+    pub fn passed(&self) -> bool {
+        self.n_bad == 0
+    }
+}
+
+/// Compares `got` with `want` element by element: `|got - want| <= atol + rtol · |want|`.
+/// A length mismatch counts every missing or extra element as bad.
+pub fn compare(got: &[f32], want: &[f32], atol: f32, rtol: f32) -> Comparison {
+    let mut result = Comparison {
+        len: want.len(),
+        n_bad: got.len().abs_diff(want.len()),
+        first_bad: (got.len() != want.len()).then_some(got.len().min(want.len())),
+        max_abs_err: 0.0,
+        worst_index: 0,
+    };
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        let err = (g - w).abs();
+        // NaN (from either side) is bad.
+        if err.is_nan() || err > atol + rtol * w.abs() {
+            result.n_bad += 1;
+            result.first_bad = Some(result.first_bad.map_or(i, |f| f.min(i)));
+        }
+        if err > result.max_abs_err || err.is_nan() {
+            result.max_abs_err = err;
+            result.worst_index = i;
+        }
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matmul_q8_reference_by_hand() {
+        // Rows whose largest magnitude is 127 get scale 1, so int8 holds them exactly.
+        let w = QuantizedMatrix::quantize(&[127.0, 2.0, 3.0, 4.0, -1.0, 0.0, 0.0, 127.0], 2, 4)
+            .expect("valid shape");
+        let y = matmul_q8(
+            &[1.0, 1.0, 1.0, 1.0, 0.5, 0.0, 0.0, 2.0],
+            2,
+            &w,
+            &[10.0, 0.0],
+        );
+        let want = [146.0, 126.0, 81.5, 253.5];
+        let c = compare(&y, &want, 1e-5, 0.0);
+        assert!(c.passed(), "{c:?} {y:?}");
+    }
+
+    #[test]
+    fn compare_reports_worst_and_first_bad() {
+        let c = compare(&[1.0, 2.5, 3.0, f32::NAN], &[1.0, 2.0, 3.1, 4.0], 0.2, 0.0);
+        assert_eq!(c.n_bad, 2);
+        assert_eq!(c.first_bad, Some(1));
+        assert_eq!(c.worst_index, 3);
+        assert!(!c.passed());
+        let ok = compare(&[1.0], &[1.00001], 1e-4, 1e-4);
+        assert!(ok.passed());
+        let short = compare(&[1.0], &[1.0, 2.0], 1e-4, 1e-4);
+        assert_eq!((short.n_bad, short.first_bad), (1, Some(1)));
+    }
+}

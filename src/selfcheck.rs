@@ -1,0 +1,88 @@
+//! Runs every GPU kernel against its plain-Rust reference on seeded random inputs.
+//!
+//! The native tests assert on the report; the web page shows it, so a user (or the browser
+//! test) can see that the kernels compute the right thing on their own adapter.
+
+use crate::gpu::{AdapterSummary, Gpu, GpuError};
+use crate::kernels::matmul_q8;
+use crate::reference::{self, Comparison};
+use crate::weights::QuantizedMatrix;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+
+/// Absolute tolerance for matmul-like kernels against the reference on the same int8 weights.
+pub const ATOL: f32 = 1e-4;
+/// Relative tolerance, ditto.
+pub const RTOL: f32 = 1e-4;
+
+/// `(m, n, k)` shapes for `matmul_q8`: single rows, sizes that are not multiples of the
+/// 16 × 16 tile, a k that is not a multiple of the 64-value chunk, and model-like sizes.
+pub const MATMUL_Q8_SHAPES: &[(usize, usize, usize)] = &[
+    (1, 1, 4),
+    (1, 48, 64),
+    (7, 100, 36),
+    (33, 40, 260),
+    (16, 16, 64),
+    (33, 257, 516),
+    (8, 1003, 256),
+    (64, 512, 256),
+];
+
+/// One kernel run on one shape.
+#[derive(Clone, Debug, Serialize)]
+pub struct KernelCheck {
+    pub kernel: &'static str,
+    pub shape: String,
+    pub comparison: Comparison,
+}
+
+/// Every check of one run, and the adapter it ran on.
+#[derive(Clone, Debug, Serialize)]
+pub struct SelfCheckReport {
+    pub adapter: AdapterSummary,
+    pub checks: Vec<KernelCheck>,
+    pub passed: bool,
+}
+
+/// Runs every kernel check with inputs drawn from `seed`.
+pub async fn run(gpu: &Gpu, seed: u64) -> Result<SelfCheckReport, GpuError> {
+    let checks = check_matmul_q8(gpu, seed).await?;
+    Ok(SelfCheckReport {
+        adapter: gpu.adapter().clone(),
+        passed: checks.iter().all(|c| c.comparison.passed()),
+        checks,
+    })
+}
+
+/// `matmul_q8` against [`reference::matmul_q8`] on every shape of [`MATMUL_Q8_SHAPES`].
+pub async fn check_matmul_q8(gpu: &Gpu, seed: u64) -> Result<Vec<KernelCheck>, GpuError> {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut checks = Vec::new();
+    for &(m, n, k) in MATMUL_Q8_SHAPES {
+        let x = uniform(&mut rng, m * k);
+        // Rows of different magnitudes, so a mixed-up per-row scale shows.
+        let w: Vec<f32> = uniform(&mut rng, n * k)
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| v * (1 + (i / k) % 5) as f32)
+            .collect();
+        let bias = uniform(&mut rng, n);
+        let w = QuantizedMatrix::quantize(&w, n, k).map_err(|e| GpuError::Shape {
+            kernel: matmul_q8::NAME,
+            message: e.to_string(),
+        })?;
+        let got = matmul_q8::matmul_q8(gpu, &x, m, &w, &bias).await?;
+        let want = reference::matmul_q8(&x, m, &w, &bias);
+        checks.push(KernelCheck {
+            kernel: matmul_q8::NAME,
+            shape: format!("m={m} n={n} k={k}"),
+            comparison: reference::compare(&got, &want, ATOL, RTOL),
+        });
+    }
+    Ok(checks)
+}
+
+fn uniform(rng: &mut SmallRng, len: usize) -> Vec<f32> {
+    (0..len).map(|_| rng.random_range(-1.0..1.0)).collect()
+}
