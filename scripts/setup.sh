@@ -14,14 +14,14 @@ cd "$(dirname "$0")/.."
 mode="${1:-test}"
 case "$mode" in build | test) ;; *) echo "usage: scripts/setup.sh [build|test]" >&2; exit 2 ;; esac
 
-WASM_BINDGEN_VERSION=0.2.130 # must equal the `wasm-bindgen = "=..."` pin in Cargo.toml
 TRUNK_VERSION=0.22.1
 
 log() { printf '\033[1m[setup]\033[0m %s\n' "$*" >&2; }
 die() { printf '\033[1;31m[setup] error:\033[0m %s\n' "$*" >&2; exit 1; }
 
-grep -q "wasm-bindgen = \"=$WASM_BINDGEN_VERSION\"" Cargo.toml \
-  || die "scripts/setup.sh pins wasm-bindgen $WASM_BINDGEN_VERSION but Cargo.toml does not; make them equal."
+# wasm-bindgen-cli must be exactly the version of the crate (pinned with `=` in Cargo.toml).
+WASM_BINDGEN_VERSION=$(awk '$0 == "name = \"wasm-bindgen\"" { getline; gsub(/[^0-9.]/, ""); print }' Cargo.lock)
+[ -n "$WASM_BINDGEN_VERSION" ] || die "Cargo.lock names no wasm-bindgen version; run from a complete checkout"
 
 SUDO=""
 if [ "$(id -u)" != 0 ]; then
@@ -79,9 +79,11 @@ if [ "$(trunk --version 2>/dev/null | awk '{print $2}')" != "$TRUNK_VERSION" ]; 
 fi
 
 # --- npm packages for the browser tests (playwright-core drives Debian's chromium; it never downloads a browser).
-if [ "$mode" = test ] && ! cmp -s tests/package-lock.json tests/node_modules/.package-lock.json 2>/dev/null; then
+# A copy of the lock file inside node_modules records what was installed.
+if [ "$mode" = test ] && ! cmp -s tests/package-lock.json tests/node_modules/.installed-lock.json; then
   log "npm ci in tests/"
   (cd tests && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error)
+  cp tests/package-lock.json tests/node_modules/.installed-lock.json
 fi
 
 log "tools ready"

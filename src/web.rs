@@ -63,9 +63,15 @@ fn show_status(document: &Document, state: &str, text: &str) {
 fn show_report(document: &Document, report: &SelfCheckReport) {
     let a = &report.adapter;
     if let Some(adapter) = document.get_element_by_id("adapter") {
+        // Browsers may withhold the adapter's description (SwiftShader gives none).
+        let name = if a.name.is_empty() {
+            "name not reported by the browser"
+        } else {
+            &a.name
+        };
         adapter.set_text_content(Some(&format!(
-            "Adapter: {} ({}, {})",
-            a.name, a.backend, a.device_type
+            "Adapter: {name} ({}, {})",
+            a.backend, a.device_type
         )));
     }
     if let Some(body) = document.get_element_by_id("selfcheck-rows") {

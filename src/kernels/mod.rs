@@ -24,8 +24,14 @@ mod tests {
                 source.contains("@group(0) @binding(0) var<uniform> params: Params;"),
                 "{name}.wgsl: binding 0 must be the uniform params"
             );
-            assert!(source.contains("fn main("), "{name}.wgsl: entry point must be `main`");
-            assert!(!source.contains("{{"), "{name}.wgsl: unreplaced placeholder");
+            assert!(
+                source.contains("fn main("),
+                "{name}.wgsl: entry point must be `main`"
+            );
+            assert!(
+                !source.contains("{{"),
+                "{name}.wgsl: unreplaced placeholder"
+            );
         }
     }
 }

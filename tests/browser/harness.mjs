@@ -2,8 +2,6 @@
 // playwright-core. WebGPU runs on the CPU through SwiftShader; playwright never downloads a browser.
 import { createServer } from 'node:http';
 import { readFile, stat } from 'node:fs/promises';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { extname, join, normalize, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
@@ -72,23 +70,15 @@ export async function serveStatic(root = DIST) {
 }
 
 /**
- * Launches headless Chromium with a fresh profile. `webgpu: false` leaves out the WebGPU flags,
- * as a browser without WebGPU. Returns `{ browser, close }`.
+ * Launches headless Chromium (playwright gives it a fresh temporary profile). `webgpu: false`
+ * leaves out the WebGPU flags, as a browser without WebGPU.
  */
-export async function launch({ webgpu = true } = {}) {
-  const profile = mkdtempSync(join(tmpdir(), 'webnmt-chromium-'));
-  const browser = await chromium.launch({
+export function launch({ webgpu = true } = {}) {
+  return chromium.launch({
     executablePath: CHROMIUM,
     headless: true,
-    args: [...BASE_FLAGS, ...(webgpu ? WEBGPU_FLAGS : []), `--user-data-dir=${profile}`],
+    args: [...BASE_FLAGS, ...(webgpu ? WEBGPU_FLAGS : [])],
   });
-  return {
-    browser,
-    close: async () => {
-      await browser.close();
-      rmSync(profile, { recursive: true, force: true });
-    },
-  };
 }
 
 /**

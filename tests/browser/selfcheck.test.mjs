@@ -21,9 +21,9 @@ async function finalStatus(page) {
 }
 
 test('kernels match the reference on SwiftShader WebGPU', { timeout: TIMEOUT_MS + 30_000 }, async () => {
-  const chromium = await launch({ webgpu: true });
+  const browser = await launch({ webgpu: true });
   try {
-    const { page, log, requests } = await openPage(chromium.browser, server.url);
+    const { page, log, requests } = await openPage(browser, server.url);
     const { state, text } = await finalStatus(page);
     const rows = await page.locator('#selfcheck-rows tr').allInnerTexts();
     const adapter = await page.locator('#adapter').textContent();
@@ -35,19 +35,19 @@ test('kernels match the reference on SwiftShader WebGPU', { timeout: TIMEOUT_MS 
     const foreign = requests.filter((r) => new URL(r).origin !== origin);
     assert.deepEqual(foreign, [], 'the page must only request its own files');
   } finally {
-    await chromium.close();
+    await browser.close();
   }
 });
 
 test('without WebGPU the page says so and what to do', { timeout: TIMEOUT_MS + 30_000 }, async () => {
-  const chromium = await launch({ webgpu: false });
+  const browser = await launch({ webgpu: false });
   try {
-    const { page, log } = await openPage(chromium.browser, server.url);
+    const { page, log } = await openPage(browser, server.url);
     const { state, text } = await finalStatus(page);
     assert.equal(state, 'no-webgpu', `page says: ${text}\n${log.join('\n')}`);
     assert.match(text, /WebGPU is not available/);
     assert.match(text, /Chrome|Edge|Firefox|Safari/);
   } finally {
-    await chromium.close();
+    await browser.close();
   }
 });
