@@ -45,9 +45,10 @@ step "setup" scripts/setup.sh test
 source target/toolchain.env
 step "one wgpu in Cargo.lock" one_wgpu
 step "cargo fmt --check" cargo fmt --check
-step "clippy (native)" cargo clippy --locked --all-targets -- -D warnings
+step "clippy (native, with train)" cargo clippy --locked --all-targets --features train -- -D warnings
 step "clippy (wasm)" wasm_clippy
-step "native tests (REQUIRE_GPU=$REQUIRE_GPU)" cargo test --locked
+# Release: burn trains far too slowly unoptimised, and `train` shares these artifacts.
+step "native tests (REQUIRE_GPU=$REQUIRE_GPU)" cargo test --locked --release --features train
 step "wasm build (trunk)" env "${WASM_ENV[@]}" trunk build --config trunk.toml
 step "browser tests" node --test tests/browser/*.test.mjs
 printf '\n\033[1mAll checks passed in %ss:\033[0m\n' $((SECONDS - start))

@@ -1,24 +1,38 @@
 //! webnmt: neural machine translation that runs in the browser on WebGPU.
 //!
 //! This crate is shared by the web page (compiled to wasm, feature `web`) and the native tools.
-//! Module map (see `README.md` and `ARCHITECTURE` notes there):
+//! Module map (see `README.md`):
+//! - [`config`]: `ModelConfig`, the one source of model hyperparameters;
 //! - [`gpu`]: adapter and device setup for both targets, pipeline cache, buffers, readback;
 //! - [`kernels`]: one WGSL compute shader per file, each with a small Rust driver;
 //! - [`reference`]: a plain-Rust f32 version of every kernel, the oracle for tests;
-//! - [`weights`]: the int8 weight layout and its quantize/dequantize reference;
+//! - [`weights`]: the int8 weight layout and the validated model bundle;
 //! - [`selfcheck`]: runs every kernel against its reference on seeded inputs (native tests and
 //!   the page both use it);
 //! - [`search`]: beam search (diverse groups, length and repetition penalties) over a
 //!   [`search::StepModel`], CPU only and engine-agnostic;
 //! - [`eval`]: sacreBLEU-compatible BLEU and chrF, and the reference implementation's error
-//!   analysis.
+//!   analysis;
+//! - [`tokenizer`]: SentencePiece-style Unigram tokenizers (`tokenizer.json`), trained natively;
+//! - feature `train` (native): [`data`] (corpora, cleaning, batches), [`model`] (the burn
+//!   Transformer), [`train`] (the training loop), [`export`] (checkpoint → bundle).
 
+pub mod config;
+#[cfg(feature = "train")]
+pub mod data;
 pub mod eval;
+#[cfg(feature = "train")]
+pub mod export;
 pub mod gpu;
 pub mod kernels;
+#[cfg(feature = "train")]
+pub mod model;
 pub mod reference;
 pub mod search;
 pub mod selfcheck;
+pub mod tokenizer;
+#[cfg(feature = "train")]
+pub mod train;
 pub mod weights;
 
 #[cfg(all(feature = "web", target_arch = "wasm32"))]

@@ -23,6 +23,22 @@ pub fn matmul_q8(x: &[f32], m: usize, w: &QuantizedMatrix, bias: &[f32]) -> Vec<
     y
 }
 
+/// The paper's sinusoidal positional encoding, row-major `[seq_len, d_model]`:
+/// `PE[pos, 2i] = sin(pos / 10000^(2i / d_model))`, `PE[pos, 2i + 1] = cos(pos / 10000^(2i / d_model))`.
+///
+/// The burn model and the GPU engine both take their table from here, so they agree exactly.
+pub fn positional_encoding(seq_len: usize, d_model: usize) -> Vec<f32> {
+    let mut pe = Vec::with_capacity(seq_len * d_model);
+    for pos in 0..seq_len {
+        for j in 0..d_model {
+            let pair = (j / 2 * 2) as f64;
+            let angle = pos as f64 / 10000f64.powf(pair / d_model as f64);
+            pe.push(if j % 2 == 0 { angle.sin() } else { angle.cos() } as f32);
+        }
+    }
+    pe
+}
+
 /// How closely a kernel's output matched its reference.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Comparison {
@@ -87,6 +103,16 @@ mod tests {
         let want = [146.0, 126.0, 81.5, 253.5];
         let c = compare(&y, &want, 1e-5, 0.0);
         assert!(c.passed(), "{c:?} {y:?}");
+    }
+
+    #[test]
+    fn positional_encoding_matches_the_paper() {
+        let pe = positional_encoding(3, 4);
+        // pos 0: sin 0, cos 0, sin 0, cos 0.
+        assert_eq!(&pe[0..4], &[0.0, 1.0, 0.0, 1.0]);
+        // pos 2, pair 1: angle 2 / 10000^(2/4) = 0.02.
+        assert!((pe[2 * 4 + 2] - 0.02f32.sin()).abs() < 1e-7);
+        assert!((pe[2 * 4 + 3] - 0.02f32.cos()).abs() < 1e-7);
     }
 
     #[test]

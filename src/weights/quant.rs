@@ -1,12 +1,4 @@
-//! The int8 weight layout shared by the exporter, the GPU kernels and their references.
-//!
-//! A linear layer's weight `W` of shape `[n, k]` (output features × input features, the
-//! PyTorch orientation; burn stores `[k, n]` and the exporter transposes) is quantized
-//! symmetrically per output row: `scale[r] = max_i |W[r, i]| / 127`, `q[r, i] =
-//! round(W[r, i] / scale[r])` in `-127..=127`. Four consecutive values of a row are packed
-//! little-endian into one `u32` (byte `j` of word `c` holds `q[r, 4c + j]`), so `k` must be a
-//! multiple of 4. One scale per row keeps the kernels simple and the dequantized error small
-//! for the row-normalised weights of a Transformer.
+//! The int8 quantization of one matrix and its reference dequantization.
 
 use serde::Serialize;
 

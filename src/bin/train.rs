@@ -1,0 +1,145 @@
+//! `train`: trains a translation model from parallel text and exports it as an int8 bundle.
+//!
+//! Everything is in the TOML config (see `configs/`); the flags override it. Defaults are the
+//! reference implementation's (Adam 0.9/0.98/1e-9, Noam factor 2.0 with 8000 warm-up steps,
+//! label smoothing 0.05, clipping 1.0, 2-step accumulation, early stopping 10 / 0.001,
+//! 16k Unigram vocabularies, 1–200 characters, length ratio ≤ 3.5).
+
+use clap::{Parser, ValueEnum};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use webnmt::train::run::{RunConfig, run};
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum DeviceChoice {
+    /// A GPU when one exists (not a CPU-emulated one), else the CPU.
+    Auto,
+    /// burn's flex backend on the CPU.
+    Cpu,
+    /// burn-wgpu on the default GPU.
+    Gpu,
+}
+
+/// Train a Transformer translation model and export it as an int8 bundle.
+#[derive(Parser, Debug)]
+#[command(version, about)]
+struct Args {
+    /// The run's TOML config (corpus files, tokenizers, model, training settings).
+    #[arg(long)]
+    config: PathBuf,
+    /// Continue the run in the config's run_dir from its newest complete checkpoint.
+    #[arg(long)]
+    resume: bool,
+    /// Where to train.
+    #[arg(long, value_enum, default_value = "auto")]
+    device: DeviceChoice,
+    /// Override run_dir.
+    #[arg(long)]
+    run_dir: Option<PathBuf>,
+    /// Override the model preset (tiny, small, base).
+    #[arg(long)]
+    preset: Option<String>,
+    /// Override the optimizer-step limit (0: none).
+    #[arg(long)]
+    max_steps: Option<usize>,
+    /// Override the epoch limit (default 50).
+    #[arg(long)]
+    max_epochs: Option<usize>,
+    /// Override the padded tokens per batch (default 4096).
+    #[arg(long)]
+    max_tokens: Option<usize>,
+    /// Override the gradient-accumulation steps (default 2).
+    #[arg(long)]
+    accum_steps: Option<usize>,
+    /// Override the Noam factor (default 2.0).
+    #[arg(long)]
+    lr_factor: Option<f64>,
+    /// Override the Noam warm-up steps (default 8000).
+    #[arg(long)]
+    warmup_steps: Option<usize>,
+    /// Override label smoothing (default 0.05).
+    #[arg(long)]
+    label_smoothing: Option<f64>,
+    /// Override the validation / checkpoint interval in steps (default 1000).
+    #[arg(long)]
+    eval_every: Option<usize>,
+    /// Override early-stopping patience in validations (default 10; 0 disables).
+    #[arg(long)]
+    patience: Option<usize>,
+    /// Override the seed (default 1).
+    #[arg(long)]
+    seed: Option<u64>,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match train(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn train(args: Args) -> Result<(), String> {
+    let mut config = RunConfig::load(&args.config).map_err(|e| e.to_string())?;
+    let cwd = std::env::current_dir().map_err(|e| e.to_string())?;
+    if let Some(dir) = args.run_dir {
+        config.run_dir = cwd.join(dir);
+    }
+    if let Some(preset) = args.preset {
+        config.model.preset = preset;
+    }
+    let t = &mut config.training;
+    let set = |target: &mut usize, value: Option<usize>| *target = value.unwrap_or(*target);
+    set(&mut t.max_steps, args.max_steps);
+    set(&mut t.max_epochs, args.max_epochs);
+    set(&mut t.accum_steps, args.accum_steps);
+    set(&mut t.warmup_steps, args.warmup_steps);
+    set(&mut t.eval_every, args.eval_every);
+    set(&mut t.patience, args.patience);
+    set(&mut config.batch.max_tokens, args.max_tokens);
+    t.lr_factor = args.lr_factor.unwrap_or(t.lr_factor);
+    t.label_smoothing = args.label_smoothing.unwrap_or(t.label_smoothing);
+    t.seed = args.seed.unwrap_or(t.seed);
+    config
+        .model
+        .resolve(1000, 1000)
+        .map_err(|e| e.to_string())?;
+    t.validate().map_err(|e| e.to_string())?;
+    config.batch.validate().map_err(|e| e.to_string())?;
+
+    let device = pick_device(args.device);
+    let summary = run(&config, &device, args.resume).map_err(|e| e.to_string())?;
+    let s = &summary.state;
+    eprintln!(
+        "done: {} steps, {} epochs, best validation loss {}, {:.0} s; bundle in {}",
+        s.step,
+        s.epoch,
+        s.best_val_loss.map_or("-".into(), |l| format!("{l:.4}")),
+        s.elapsed_secs,
+        config.run_dir.join("bundle").display()
+    );
+    Ok(())
+}
+
+fn pick_device(choice: DeviceChoice) -> burn::tensor::Device {
+    let use_gpu = match choice {
+        DeviceChoice::Gpu => true,
+        DeviceChoice::Cpu => false,
+        DeviceChoice::Auto => pollster::block_on(webnmt::gpu::Gpu::new())
+            .is_ok_and(|g| g.adapter().device_type != "Cpu"),
+    };
+    if use_gpu {
+        eprintln!("training on the GPU (burn-wgpu); --device cpu uses the CPU");
+        return burn::tensor::Device::wgpu(burn::tensor::DeviceKind::DefaultDevice);
+    }
+    eprintln!("training on the CPU (burn flex); --device gpu uses a GPU");
+    // burn creates restored optimizer state on its default device, which is wgpu when compiled
+    // in (lavapipe here: minutes of shader compilation). Pin the default to flex.
+    // SAFETY: no thread of this process reads the environment concurrently: training has not
+    // started and the adapter probe above has returned.
+    unsafe { std::env::set_var("BURN_DEVICE", "flex") };
+    burn::tensor::Device::flex()
+}

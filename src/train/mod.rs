@@ -1,0 +1,471 @@
+//! The training loop: Adam with the Noam schedule, label smoothing, dropout, global-norm
+//! gradient clipping, gradient accumulation, token-budget batches, validation loss and
+//! perplexity plus greedy BLEU / chrF on a dev sample, early stopping, crash-safe checkpoints
+//! with exact resume, a progress bar, and `metrics.csv` / `metrics.svg`.
+//!
+//! Reproducibility: the batch order of epoch `e` is a function of `(seed, e)` and the device RNG
+//! (dropout) is re-seeded from `(seed, step)` before every step, so a resumed run continues
+//! exactly where the killed one stopped.
+
+pub mod checkpoint;
+pub mod clip;
+pub mod loss;
+pub mod metrics;
+pub mod run;
+pub mod schedule;
+
+use crate::config::ModelConfig;
+use crate::data::{Batch, Batcher, TokenPair};
+use crate::eval;
+use crate::model::{Transformer, greedy_decode};
+use crate::tokenizer::Tokenizer;
+use burn::module::Module;
+use burn::optim::{AdamConfig, GradientsAccumulator, GradientsParams, ModuleOptimizer};
+use burn::tensor::{Device, Int, Tensor, TensorData};
+use checkpoint::{Checkpoints, write_atomic};
+use metrics::MetricsRow;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// Training settings. Defaults are the reference implementation's where it gives one.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TrainOptions {
+    /// Seed for initialisation and dropout (the batch order has its own, in the batch config).
+    pub seed: u64,
+    /// Batches whose gradients are summed before one optimizer step (reference: 2).
+    pub accum_steps: usize,
+    /// Noam factor (reference: 2.0).
+    pub lr_factor: f64,
+    /// Noam warm-up steps (reference: 8000).
+    pub warmup_steps: usize,
+    /// Label smoothing ε (reference: 0.05).
+    pub label_smoothing: f64,
+    /// Global gradient-norm clip (reference: 1.0); 0 disables.
+    pub clip_norm: f64,
+    /// Adam β1, β2, ε (the paper's 0.9, 0.98, 1e-9).
+    pub adam_beta1: f32,
+    pub adam_beta2: f32,
+    pub adam_epsilon: f32,
+    /// Epoch limit (reference: 50).
+    pub max_epochs: usize,
+    /// Optimizer-step limit; 0 means no limit.
+    pub max_steps: usize,
+    /// Log a training-loss row every this many steps.
+    pub log_every: usize,
+    /// Validate (loss, perplexity, BLEU, chrF) and checkpoint every this many steps.
+    pub eval_every: usize,
+    /// Dev sentences translated greedily for BLEU / chrF at each validation.
+    pub bleu_sentences: usize,
+    /// Early stopping: validations without an improvement of at least `min_delta` (reference:
+    /// 10 and 0.001); 0 disables.
+    pub patience: usize,
+    pub min_delta: f64,
+    /// Complete checkpoints kept on disk.
+    pub keep_checkpoints: usize,
+}
+
+impl Default for TrainOptions {
+    fn default() -> Self {
+        Self {
+            seed: 1,
+            accum_steps: 2,
+            lr_factor: 2.0,
+            warmup_steps: 8000,
+            label_smoothing: 0.05,
+            clip_norm: 1.0,
+            adam_beta1: 0.9,
+            adam_beta2: 0.98,
+            adam_epsilon: 1e-9,
+            max_epochs: 50,
+            max_steps: 0,
+            log_every: 50,
+            eval_every: 1000,
+            bleu_sentences: 200,
+            patience: 10,
+            min_delta: 0.001,
+            keep_checkpoints: 3,
+        }
+    }
+}
+
+/// Why training stopped early or could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum TrainError {
+    #[error("{0}")]
+    Options(String),
+    #[error("cannot write to {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("checkpoint {path} is unreadable ({message}); delete it to resume from the one before")]
+    Checkpoint { path: PathBuf, message: String },
+    #[error("the training loss became {0} (not a number); lower lr_factor or raise warmup_steps")]
+    Diverged(f32),
+}
+
+impl From<std::io::Error> for TrainError {
+    fn from(source: std::io::Error) -> Self {
+        Self::Io {
+            path: PathBuf::new(),
+            source,
+        }
+    }
+}
+
+/// Progress of a run: saved in every checkpoint as `state.json`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct TrainState {
+    pub step: usize,
+    pub epoch: usize,
+    /// Batches of `epoch` already consumed.
+    pub batch_in_epoch: usize,
+    pub best_val_loss: Option<f64>,
+    pub evals_without_improvement: usize,
+    pub target_tokens: u64,
+    pub elapsed_secs: f64,
+    pub history: Vec<MetricsRow>,
+    /// Why the run ended, once it has.
+    pub stopped: Option<String>,
+}
+
+/// What a finished run reports.
+#[derive(Clone, Debug, Serialize)]
+pub struct TrainSummary {
+    pub state: TrainState,
+    /// The best (lowest validation loss) weights, `best/model.bpk` in the run directory.
+    pub best_model: PathBuf,
+}
+
+/// Everything one run needs besides its options.
+pub struct TrainData<'a> {
+    /// Training batches.
+    pub train: &'a Batcher,
+    /// Validation batches (the loss is computed over all of them).
+    pub dev: &'a Batcher,
+    /// Dev pairs translated greedily for BLEU / chrF (the first `bleu_sentences`).
+    pub dev_pairs: &'a [TokenPair],
+    pub target_tokenizer: &'a Tokenizer,
+}
+
+impl TrainOptions {
+    /// Checks values that would make the loop meaningless.
+    pub fn validate(&self) -> Result<(), TrainError> {
+        let fail = |m: String| Err(TrainError::Options(m));
+        if self.accum_steps == 0 || self.log_every == 0 || self.eval_every == 0 {
+            return fail("accum_steps, log_every and eval_every must be at least 1".into());
+        }
+        if !(0.0..1.0).contains(&self.label_smoothing) {
+            return fail(format!(
+                "label_smoothing = {} must be in [0, 1)",
+                self.label_smoothing
+            ));
+        }
+        if self.lr_factor <= 0.0 || self.clip_norm < 0.0 || self.min_delta < 0.0 {
+            return fail("lr_factor must be positive; clip_norm and min_delta non-negative".into());
+        }
+        if self.max_epochs == 0 && self.max_steps == 0 {
+            return fail("set max_epochs or max_steps".into());
+        }
+        Ok(())
+    }
+}
+
+fn int_tensor(ids: &[u32], shape: [usize; 2], device: &Device) -> Tensor<2, Int> {
+    let ids: Vec<i64> = ids.iter().map(|&t| i64::from(t)).collect();
+    Tensor::from_data(TensorData::new(ids, shape), device)
+}
+
+fn batch_loss(model: &Transformer, batch: &Batch, smoothing: f64, device: &Device) -> Tensor<1> {
+    let src = int_tensor(&batch.src, [batch.batch, batch.src_len], device);
+    let tgt_in = int_tensor(&batch.tgt_in, [batch.batch, batch.tgt_len], device);
+    let tgt_out = int_tensor(&batch.tgt_out, [batch.batch, batch.tgt_len], device);
+    loss::label_smoothed_cross_entropy(model.forward(src, tgt_in), tgt_out, smoothing)
+}
+
+/// Validation: token-weighted mean cross-entropy (no smoothing) over the dev set, and greedy
+/// BLEU / chrF on its first `bleu_sentences` pairs.
+fn validate(
+    model: &Transformer,
+    data: &TrainData<'_>,
+    options: &TrainOptions,
+    config: &ModelConfig,
+    device: &Device,
+) -> (f64, Option<(f64, f64)>) {
+    let model = model.valid();
+    let device = device.clone().without_autodiff();
+    let (mut sum, mut tokens) = (0.0, 0.0);
+    for batch in data.dev.epoch(0, 0) {
+        let loss = batch_loss(&model, &batch, 0.0, &device).into_scalar::<f32>();
+        sum += f64::from(loss) * batch.n_tgt_tokens as f64;
+        tokens += batch.n_tgt_tokens as f64;
+    }
+    let val_loss = if tokens > 0.0 { sum / tokens } else { f64::NAN };
+    let sample = &data.dev_pairs[..data.dev_pairs.len().min(options.bleu_sentences)];
+    if sample.is_empty() {
+        return (val_loss, None);
+    }
+    let mut hyps = Vec::with_capacity(sample.len());
+    for chunk in sample.chunks(64) {
+        let sources: Vec<Vec<u32>> = chunk.iter().map(|p| p.src.clone()).collect();
+        let max_len = config.max_seq_len - 2;
+        for ids in greedy_decode(&model, &sources, max_len, &device) {
+            hyps.push(data.target_tokenizer.decode(&ids).unwrap_or_default());
+        }
+    }
+    // One reference stream: `refs[0][i]` is the reference of sentence `i`.
+    let refs: Vec<Vec<String>> = vec![
+        sample
+            .iter()
+            .map(|p| data.target_tokenizer.decode(&p.tgt).unwrap_or_default())
+            .collect(),
+    ];
+    let scores = eval::corpus_bleu(&hyps, &refs)
+        .ok()
+        .zip(eval::corpus_chrf(&hyps, &refs).ok())
+        .map(|(b, c)| (b.score, c.score));
+    (val_loss, scores)
+}
+
+/// Trains `config` on `data`, writing checkpoints, `best/`, `metrics.csv` and `metrics.svg`
+/// under `run_dir`. With `resume`, continues from the newest complete checkpoint there.
+pub fn train(
+    config: &ModelConfig,
+    options: &TrainOptions,
+    data: &TrainData<'_>,
+    run_dir: &Path,
+    device: &Device,
+    resume: bool,
+) -> Result<TrainSummary, TrainError> {
+    options.validate()?;
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| TrainError::Io { path, source }
+    };
+    std::fs::create_dir_all(run_dir).map_err(io(run_dir))?;
+    let ckpt_dir = run_dir.join("checkpoints");
+    let checkpoints =
+        Checkpoints::open(&ckpt_dir, options.keep_checkpoints).map_err(io(&ckpt_dir))?;
+    let best_dir = run_dir.join("best");
+    std::fs::create_dir_all(&best_dir).map_err(io(&best_dir))?;
+
+    let device = device.clone().autodiff();
+    device.seed(options.seed);
+    let mut model = Transformer::new(config, &device);
+    let mut optim = AdamConfig::new()
+        .with_beta_1(options.adam_beta1)
+        .with_beta_2(options.adam_beta2)
+        .with_epsilon(options.adam_epsilon)
+        .init();
+    let mut state = TrainState::default();
+    if resume {
+        if let Some((_, dir)) = checkpoints.latest().map_err(io(&ckpt_dir))? {
+            let bad = |message: String| TrainError::Checkpoint {
+                path: dir.clone(),
+                message,
+            };
+            let json =
+                std::fs::read_to_string(dir.join("state.json")).map_err(|e| bad(e.to_string()))?;
+            state = serde_json::from_str(&json).map_err(|e| bad(e.to_string()))?;
+            model = model
+                .try_load_file(dir.join("model.bpk"))
+                .map_err(|e| bad(format!("{e:?}")))?;
+            optim = optim
+                .load(dir.join("optim.bpk"))
+                .map_err(|e| bad(format!("{e:?}")))?;
+        }
+    }
+    if let Some(reason) = &state.stopped {
+        return Ok(TrainSummary {
+            state: state.clone(),
+            best_model: best_dir.join("model.bpk"),
+        })
+        .inspect(|_| eprintln!("this run already finished ({reason}); nothing to resume"));
+    }
+
+    let batches_per_epoch = data.train.plan(0).len();
+    let steps_per_epoch = batches_per_epoch.div_ceil(options.accum_steps).max(1);
+    let total_steps = match (options.max_steps, options.max_epochs) {
+        (0, e) => e * steps_per_epoch,
+        (s, 0) => s,
+        (s, e) => s.min(e * steps_per_epoch),
+    };
+    let bar = indicatif::ProgressBar::new(total_steps as u64).with_position(state.step as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:30}] step {pos}/{len} ETA {eta}  {msg}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+        .progress_chars("=> "),
+    );
+
+    let started = Instant::now();
+    let elapsed_before = state.elapsed_secs;
+    let (mut window_loss, mut window_batches, mut window_tokens) = (0.0f64, 0usize, 0u64);
+    let mut step_tokens = 0u64;
+    let mut window_start = Instant::now();
+    let mut accumulator = GradientsAccumulator::<Transformer>::new();
+    let mut pending = 0usize;
+    'epochs: loop {
+        for batch in data.train.epoch(state.epoch as u64, state.batch_in_epoch) {
+            device.seed(
+                options.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                    ^ (state.step * options.accum_steps + pending) as u64,
+            );
+            let loss = batch_loss(&model, &batch, options.label_smoothing, &device);
+            let value = loss.clone().into_scalar::<f32>();
+            if !value.is_finite() {
+                return Err(TrainError::Diverged(value));
+            }
+            let grads = GradientsParams::from_grads(
+                loss.div_scalar(options.accum_steps as f64).backward(),
+                &model,
+            );
+            accumulator.accumulate(&model, grads);
+            pending += 1;
+            state.batch_in_epoch += 1;
+            window_loss += f64::from(value);
+            window_batches += 1;
+            window_tokens += batch.n_tgt_tokens as u64;
+            step_tokens += batch.n_tgt_tokens as u64;
+            if pending < options.accum_steps {
+                continue;
+            }
+            pending = 0;
+            let mut grads = accumulator.grads();
+            clip::clip_global_norm(&model, &mut grads, options.clip_norm);
+            state.step += 1;
+            let lr = schedule::noam(
+                state.step,
+                config.d_model,
+                options.lr_factor,
+                options.warmup_steps,
+            );
+            model = optim.step(lr, model, grads);
+            state.target_tokens += step_tokens;
+            step_tokens = 0;
+            bar.set_position(state.step as u64);
+
+            let log_now = state.step.is_multiple_of(options.log_every);
+            let eval_now = state.step.is_multiple_of(options.eval_every);
+            let last = state.step >= total_steps;
+            if log_now || eval_now || last {
+                let secs = window_start.elapsed().as_secs_f64().max(1e-9);
+                let mut row = MetricsRow {
+                    step: state.step,
+                    epoch: state.epoch,
+                    lr,
+                    train_loss: window_loss / window_batches.max(1) as f64,
+                    tokens_per_sec: window_tokens as f64 / secs,
+                    elapsed_secs: elapsed_before + started.elapsed().as_secs_f64(),
+                    ..Default::default()
+                };
+                bar.set_message(format!(
+                    "loss {:.3}  {:.0} tok/s",
+                    row.train_loss, row.tokens_per_sec
+                ));
+                (window_loss, window_batches, window_tokens) = (0.0, 0, 0);
+                window_start = Instant::now();
+                if eval_now || last {
+                    let (val_loss, scores) = validate(&model, data, options, config, &device);
+                    row.val_loss = Some(val_loss);
+                    row.val_bleu = scores.map(|s| s.0);
+                    row.val_chrf = scores.map(|s| s.1);
+                    // Printed even when stderr is not a terminal (the bar is hidden then).
+                    bar.suspend(|| {
+                        eprintln!(
+                            "step {}: val loss {val_loss:.4} (ppl {:.2}), BLEU {}, chrF {}",
+                            state.step,
+                            val_loss.exp(),
+                            scores.map_or("-".into(), |s| format!("{:.2}", s.0)),
+                            scores.map_or("-".into(), |s| format!("{:.2}", s.1)),
+                        )
+                    });
+                    let improved = state
+                        .best_val_loss
+                        .is_none_or(|best| val_loss < best - options.min_delta);
+                    if improved {
+                        state.best_val_loss = Some(val_loss);
+                        state.evals_without_improvement = 0;
+                        let tmp = best_dir.join("model.partial");
+                        model
+                            .clone()
+                            .valid()
+                            .save_file(tmp.with_extension("bpk.partial"))
+                            .map_err(|e| TrainError::Checkpoint {
+                                path: best_dir.clone(),
+                                message: format!("{e:?}"),
+                            })?;
+                        std::fs::rename(
+                            tmp.with_extension("bpk.partial"),
+                            best_dir.join("model.bpk"),
+                        )
+                        .map_err(io(&best_dir))?;
+                    } else {
+                        state.evals_without_improvement += 1;
+                    }
+                    if options.patience > 0 && state.evals_without_improvement >= options.patience {
+                        state.stopped = Some(format!(
+                            "early stopping: no validation improvement ≥ {} in {} evaluations",
+                            options.min_delta, options.patience
+                        ));
+                    }
+                }
+                state.history.push(row);
+                state.elapsed_secs = elapsed_before + started.elapsed().as_secs_f64();
+                if last && state.stopped.is_none() {
+                    state.stopped = Some(format!("reached {total_steps} steps"));
+                }
+                metrics::write(run_dir, &state.history).map_err(io(run_dir))?;
+                if eval_now || last || state.stopped.is_some() {
+                    save_checkpoint(&checkpoints, &model, &optim, &state)?;
+                }
+                if state.stopped.is_some() {
+                    break 'epochs;
+                }
+            }
+        }
+        state.epoch += 1;
+        state.batch_in_epoch = 0;
+        if options.max_epochs > 0 && state.epoch >= options.max_epochs {
+            state.stopped = Some(format!("reached {} epochs", options.max_epochs));
+            save_checkpoint(&checkpoints, &model, &optim, &state)?;
+            break;
+        }
+    }
+    bar.finish();
+    Ok(TrainSummary {
+        state,
+        best_model: best_dir.join("model.bpk"),
+    })
+}
+
+/// Writes model, optimizer state and `state.json` as one crash-safe checkpoint.
+fn save_checkpoint(
+    checkpoints: &Checkpoints,
+    model: &Transformer,
+    optim: &ModuleOptimizer,
+    state: &TrainState,
+) -> Result<(), TrainError> {
+    let record = |dir: &Path, e: &dyn std::fmt::Debug| TrainError::Checkpoint {
+        path: dir.to_path_buf(),
+        message: format!("{e:?}"),
+    };
+    checkpoints.save(state.step, |dir| {
+        model
+            .clone()
+            .save_file(dir.join("model.bpk"))
+            .map_err(|e| record(dir, &e))?;
+        optim
+            .save(dir.join("optim.bpk"))
+            .map_err(|e| record(dir, &e))?;
+        let json = serde_json::to_vec_pretty(state).map_err(|e| record(dir, &e))?;
+        write_atomic(&dir.join("state.json"), &json).map_err(|source| TrainError::Io {
+            path: dir.join("state.json"),
+            source,
+        })
+    })?;
+    Ok(())
+}

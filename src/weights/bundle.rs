@@ -1,0 +1,456 @@
+//! The model bundle: a folder (or a set of fetched files) holding
+//! - `manifest.json`: format and version, languages, the [`ModelConfig`], the size and sha256 of
+//!   every other file, and the training metrics;
+//! - `model.safetensors`: every weight under its burn module path, linear and embedding
+//!   matrices as I8 `[n, k]` with an F32 `<name>_scale` `[n]` beside them, biases and LayerNorm
+//!   `gamma` / `beta` as F32 (the full list is [`tensor_specs`]);
+//! - `source.tokenizer.json` and `target.tokenizer.json`.
+//!
+//! [`Bundle::from_files`] checks all of it — version, hashes, sizes, safetensors header, every
+//! tensor's dtype and shape against the config, tokenizers and their vocabulary sizes — and
+//! returns one [`BundleError`] naming the problem, before any GPU allocation.
+
+use super::QuantizedMatrix;
+use crate::config::{ConfigError, ModelConfig};
+use crate::tokenizer::Tokenizer;
+use safetensors::{Dtype, SafeTensors};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+
+/// The bundle format this build reads and writes.
+pub const FORMAT_VERSION: u32 = 1;
+/// The manifest's file name.
+pub const MANIFEST: &str = "manifest.json";
+/// The weights' file name.
+pub const WEIGHTS: &str = "model.safetensors";
+/// The source tokenizer's file name.
+pub const SOURCE_TOKENIZER: &str = "source.tokenizer.json";
+/// The target tokenizer's file name.
+pub const TARGET_TOKENIZER: &str = "target.tokenizer.json";
+const FORMAT_NAME: &str = "webnmt-bundle";
+
+/// Size and hash of one bundle file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileEntry {
+    pub bytes: u64,
+    /// Lower-case hex sha256 of the file.
+    pub sha256: String,
+}
+
+/// `manifest.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    /// Always `webnmt-bundle`.
+    pub format: String,
+    pub format_version: u32,
+    /// Language codes, e.g. `ko` and `en`.
+    pub source_lang: String,
+    pub target_lang: String,
+    pub model: ModelConfig,
+    /// Every file of the bundle except the manifest.
+    pub files: BTreeMap<String, FileEntry>,
+    /// Training and evaluation figures (free-form, shown to users).
+    #[serde(default)]
+    pub metrics: serde_json::Value,
+}
+
+/// Everything that can be wrong with a bundle. Each message names the file or tensor.
+#[derive(Debug, thiserror::Error)]
+pub enum BundleError {
+    #[error("{file} is missing from the model bundle: {reason}")]
+    MissingFile { file: String, reason: String },
+    #[error("manifest.json is not a valid webnmt manifest: {0}")]
+    Manifest(String),
+    #[error(
+        "the model bundle has format version {found}, this build reads version {expected}; \
+         re-export the model with this version of `train`, or update the app"
+    )]
+    Version { found: u32, expected: u32 },
+    #[error(
+        "{file} is damaged: expected {expected_bytes} bytes with sha256 {expected}, got \
+         {actual_bytes} bytes with sha256 {actual}; download or copy it again"
+    )]
+    Integrity {
+        file: String,
+        expected: String,
+        actual: String,
+        expected_bytes: u64,
+        actual_bytes: u64,
+    },
+    #[error("the manifest's model config is invalid: {0}")]
+    Config(#[from] ConfigError),
+    #[error("model.safetensors is not a valid safetensors file: {0}")]
+    Safetensors(String),
+    #[error("model.safetensors lacks tensor {0}")]
+    MissingTensor(String),
+    #[error("model.safetensors has tensor {0}, which this model config does not use")]
+    UnexpectedTensor(String),
+    #[error("tensor {name} is {found_dtype} {found_shape:?}, the config needs {dtype} {shape:?}")]
+    TensorMismatch {
+        name: String,
+        dtype: String,
+        shape: Vec<usize>,
+        found_dtype: String,
+        found_shape: Vec<usize>,
+    },
+    #[error("tensor {name} holds a value that is not a finite number")]
+    NotFinite { name: String },
+    #[error("{file} is not a usable tokenizer: {reason}")]
+    Tokenizer { file: String, reason: String },
+    #[error("{file} has {found} tokens but the model config says {expected}")]
+    VocabMismatch {
+        file: String,
+        found: usize,
+        expected: usize,
+    },
+    #[error("cannot write the bundle to {path}: {reason}")]
+    Write { path: String, reason: String },
+}
+
+/// One tensor the config requires.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TensorSpec {
+    pub name: String,
+    pub dtype: Dtype,
+    pub shape: Vec<usize>,
+}
+
+/// Every tensor of a bundle for `config`, in a fixed order.
+pub fn tensor_specs(config: &ModelConfig) -> Vec<TensorSpec> {
+    let mut specs = Specs(Vec::new());
+    let (d, d_ff) = (config.d_model, config.d_ff);
+    for (stack, vocab, layers) in [
+        ("encoder", config.src_vocab_size, config.n_enc_layers),
+        ("decoder", config.tgt_vocab_size, config.n_dec_layers),
+    ] {
+        specs.matrix(&format!("{stack}.embed.embedding"), vocab, d);
+        for l in 0..layers {
+            let p = format!("{stack}.layers.{l}");
+            specs.attention(&format!("{p}.self_attn"), d);
+            specs.norm(&format!("{p}.norm1"), d);
+            let ffn_norm = if stack == "decoder" {
+                specs.attention(&format!("{p}.cross_attn"), d);
+                specs.norm(&format!("{p}.norm2"), d);
+                "norm3"
+            } else {
+                "norm2"
+            };
+            specs.linear(&format!("{p}.ffn.linear1"), d, d_ff);
+            specs.linear(&format!("{p}.ffn.linear2"), d_ff, d);
+            specs.norm(&format!("{p}.{ffn_norm}"), d);
+        }
+    }
+    specs.0
+}
+
+struct Specs(Vec<TensorSpec>);
+
+impl Specs {
+    fn push(&mut self, name: String, dtype: Dtype, shape: Vec<usize>) {
+        self.0.push(TensorSpec { name, dtype, shape });
+    }
+
+    /// An int8 matrix `[n, k]` and its per-row scales.
+    fn matrix(&mut self, name: &str, n: usize, k: usize) {
+        self.push(format!("{name}.weight"), Dtype::I8, vec![n, k]);
+        self.push(format!("{name}.weight_scale"), Dtype::F32, vec![n]);
+    }
+
+    fn linear(&mut self, name: &str, d_in: usize, d_out: usize) {
+        self.matrix(name, d_out, d_in);
+        self.push(format!("{name}.bias"), Dtype::F32, vec![d_out]);
+    }
+
+    fn norm(&mut self, name: &str, d: usize) {
+        self.push(format!("{name}.gamma"), Dtype::F32, vec![d]);
+        self.push(format!("{name}.beta"), Dtype::F32, vec![d]);
+    }
+
+    fn attention(&mut self, name: &str, d: usize) {
+        for proj in ["query", "key", "value", "output"] {
+            self.linear(&format!("{name}.{proj}"), d, d);
+        }
+    }
+}
+
+/// A validated bundle: the manifest, both tokenizers and the raw safetensors bytes.
+pub struct Bundle {
+    pub manifest: Manifest,
+    pub source_tokenizer: Tokenizer,
+    pub target_tokenizer: Tokenizer,
+    weights: Vec<u8>,
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn dtype_name(dtype: Dtype) -> String {
+    format!("{dtype:?}")
+}
+
+impl Bundle {
+    /// Validates a bundle given its manifest bytes and a way to fetch the other files by name.
+    pub fn from_files(
+        manifest: &[u8],
+        mut fetch: impl FnMut(&str) -> Result<Vec<u8>, String>,
+    ) -> Result<Self, BundleError> {
+        let manifest: Manifest =
+            serde_json::from_slice(manifest).map_err(|e| BundleError::Manifest(e.to_string()))?;
+        if manifest.format != FORMAT_NAME {
+            return Err(BundleError::Manifest(format!(
+                "format is '{}', expected '{FORMAT_NAME}'",
+                manifest.format
+            )));
+        }
+        if manifest.format_version != FORMAT_VERSION {
+            return Err(BundleError::Version {
+                found: manifest.format_version,
+                expected: FORMAT_VERSION,
+            });
+        }
+        manifest.model.validate()?;
+        for required in [WEIGHTS, SOURCE_TOKENIZER, TARGET_TOKENIZER] {
+            if !manifest.files.contains_key(required) {
+                return Err(BundleError::Manifest(format!(
+                    "it does not list {required}"
+                )));
+            }
+        }
+        let mut read = |name: &str| -> Result<Vec<u8>, BundleError> {
+            let entry = &manifest.files[name];
+            let bytes = fetch(name).map_err(|reason| BundleError::MissingFile {
+                file: name.to_string(),
+                reason,
+            })?;
+            let actual = sha256_hex(&bytes);
+            if actual != entry.sha256 || bytes.len() as u64 != entry.bytes {
+                return Err(BundleError::Integrity {
+                    file: name.to_string(),
+                    expected: entry.sha256.clone(),
+                    actual,
+                    expected_bytes: entry.bytes,
+                    actual_bytes: bytes.len() as u64,
+                });
+            }
+            Ok(bytes)
+        };
+        let weights = read(WEIGHTS)?;
+        let source = read(SOURCE_TOKENIZER)?;
+        let target = read(TARGET_TOKENIZER)?;
+        let tokenizer = |file: &str, bytes: &[u8], expected: usize| {
+            let text = std::str::from_utf8(bytes).map_err(|e| BundleError::Tokenizer {
+                file: file.to_string(),
+                reason: e.to_string(),
+            })?;
+            let tok = Tokenizer::from_json(text).map_err(|e| BundleError::Tokenizer {
+                file: file.to_string(),
+                reason: e.to_string(),
+            })?;
+            if tok.vocab_size() != expected {
+                return Err(BundleError::VocabMismatch {
+                    file: file.to_string(),
+                    found: tok.vocab_size(),
+                    expected,
+                });
+            }
+            Ok(tok)
+        };
+        let source_tokenizer = tokenizer(SOURCE_TOKENIZER, &source, manifest.model.src_vocab_size)?;
+        let target_tokenizer = tokenizer(TARGET_TOKENIZER, &target, manifest.model.tgt_vocab_size)?;
+        let bundle = Self {
+            manifest,
+            source_tokenizer,
+            target_tokenizer,
+            weights,
+        };
+        bundle.check_tensors()?;
+        Ok(bundle)
+    }
+
+    /// Reads and validates the bundle in `dir`.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn from_dir(dir: &std::path::Path) -> Result<Self, BundleError> {
+        let manifest = std::fs::read(dir.join(MANIFEST)).map_err(|e| BundleError::MissingFile {
+            file: dir.join(MANIFEST).display().to_string(),
+            reason: e.to_string(),
+        })?;
+        Self::from_files(&manifest, |name| {
+            std::fs::read(dir.join(name)).map_err(|e| format!("{}: {e}", dir.join(name).display()))
+        })
+    }
+
+    fn tensors(&self) -> Result<SafeTensors<'_>, BundleError> {
+        SafeTensors::deserialize(&self.weights).map_err(|e| BundleError::Safetensors(e.to_string()))
+    }
+
+    fn check_tensors(&self) -> Result<(), BundleError> {
+        let tensors = self.tensors()?;
+        let specs = tensor_specs(&self.manifest.model);
+        for spec in &specs {
+            let view = tensors
+                .tensor(&spec.name)
+                .map_err(|_| BundleError::MissingTensor(spec.name.clone()))?;
+            if view.dtype() != spec.dtype || view.shape() != spec.shape.as_slice() {
+                return Err(BundleError::TensorMismatch {
+                    name: spec.name.clone(),
+                    dtype: dtype_name(spec.dtype),
+                    shape: spec.shape.clone(),
+                    found_dtype: dtype_name(view.dtype()),
+                    found_shape: view.shape().to_vec(),
+                });
+            }
+            if spec.dtype == Dtype::F32 && f32s(view.data()).iter().any(|v| !v.is_finite()) {
+                return Err(BundleError::NotFinite {
+                    name: spec.name.clone(),
+                });
+            }
+        }
+        if let Some(extra) = tensors
+            .names()
+            .into_iter()
+            .find(|n| !specs.iter().any(|s| s.name == *n))
+        {
+            return Err(BundleError::UnexpectedTensor(extra.to_string()));
+        }
+        Ok(())
+    }
+
+    /// The model's sizes.
+    pub fn config(&self) -> &ModelConfig {
+        &self.manifest.model
+    }
+
+    /// The int8 matrix `name` (without `.weight`), e.g. `decoder.layers.0.ffn.linear1`.
+    pub fn matrix(&self, name: &str) -> Result<QuantizedMatrix, BundleError> {
+        let tensors = self.tensors()?;
+        let get = |n: String| {
+            tensors
+                .tensor(&n)
+                .map_err(|_| BundleError::MissingTensor(n))
+        };
+        let weight = get(format!("{name}.weight"))?;
+        let scale = get(format!("{name}.weight_scale"))?;
+        let (n, k) = (weight.shape()[0], weight.shape()[1]);
+        let packed = weight
+            .data()
+            .chunks_exact(4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
+        Ok(QuantizedMatrix {
+            n,
+            k,
+            packed,
+            scale: f32s(scale.data()),
+        })
+    }
+
+    /// The f32 tensor `name` (a bias, `gamma` or `beta`), flattened.
+    pub fn vector(&self, name: &str) -> Result<Vec<f32>, BundleError> {
+        let tensors = self.tensors()?;
+        let view = tensors
+            .tensor(name)
+            .map_err(|_| BundleError::MissingTensor(name.to_string()))?;
+        Ok(f32s(view.data()))
+    }
+}
+
+fn f32s(bytes: &[u8]) -> Vec<f32> {
+    bytes
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect()
+}
+
+/// Writes a bundle into `dir`: `weights` maps every name of [`tensor_specs`] to its f32 values
+/// (matrices `[n, k]` in the PyTorch orientation); matrices are quantized to int8 here.
+#[cfg(not(target_arch = "wasm32"))]
+pub fn write_bundle(
+    dir: &std::path::Path,
+    mut manifest: Manifest,
+    weights: &BTreeMap<String, Vec<f32>>,
+    source_tokenizer: &str,
+    target_tokenizer: &str,
+) -> Result<Manifest, BundleError> {
+    let write_err = |path: &std::path::Path, e: &dyn std::fmt::Display| BundleError::Write {
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    };
+    let specs = tensor_specs(&manifest.model);
+    let mut owned: Vec<(String, Dtype, Vec<usize>, Vec<u8>)> = Vec::new();
+    for spec in &specs {
+        if spec.name.ends_with(".weight_scale") {
+            continue;
+        }
+        let values = weights
+            .get(&spec.name)
+            .ok_or_else(|| BundleError::MissingTensor(spec.name.clone()))?;
+        if spec.dtype == Dtype::I8 {
+            let (n, k) = (spec.shape[0], spec.shape[1]);
+            let q = QuantizedMatrix::quantize(values, n, k).map_err(|e| {
+                BundleError::TensorMismatch {
+                    name: format!("{} ({e})", spec.name),
+                    dtype: "F32".into(),
+                    shape: spec.shape.clone(),
+                    found_dtype: "F32".into(),
+                    found_shape: vec![values.len()],
+                }
+            })?;
+            let bytes: Vec<u8> = q.packed.iter().flat_map(|w| w.to_le_bytes()).collect();
+            owned.push((spec.name.clone(), Dtype::I8, spec.shape.clone(), bytes));
+            let scale = q.scale.iter().flat_map(|s| s.to_le_bytes()).collect();
+            owned.push((format!("{}_scale", spec.name), Dtype::F32, vec![n], scale));
+        } else {
+            if values.len() != spec.shape.iter().product::<usize>() {
+                return Err(BundleError::TensorMismatch {
+                    name: spec.name.clone(),
+                    dtype: "F32".into(),
+                    shape: spec.shape.clone(),
+                    found_dtype: "F32".into(),
+                    found_shape: vec![values.len()],
+                });
+            }
+            let bytes = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+            owned.push((spec.name.clone(), Dtype::F32, spec.shape.clone(), bytes));
+        }
+    }
+    let views: Vec<(String, safetensors::tensor::TensorView<'_>)> = owned
+        .iter()
+        .map(|(name, dtype, shape, bytes)| {
+            safetensors::tensor::TensorView::new(*dtype, shape.clone(), bytes)
+                .map(|v| (name.clone(), v))
+                .map_err(|e| BundleError::Safetensors(e.to_string()))
+        })
+        .collect::<Result<_, _>>()?;
+    let weights_bytes =
+        safetensors::serialize(views, None).map_err(|e| BundleError::Safetensors(e.to_string()))?;
+    std::fs::create_dir_all(dir).map_err(|e| write_err(dir, &e))?;
+    manifest.files.clear();
+    for (name, bytes) in [
+        (WEIGHTS, weights_bytes.as_slice()),
+        (SOURCE_TOKENIZER, source_tokenizer.as_bytes()),
+        (TARGET_TOKENIZER, target_tokenizer.as_bytes()),
+    ] {
+        let path = dir.join(name);
+        std::fs::write(&path, bytes).map_err(|e| write_err(&path, &e))?;
+        manifest.files.insert(
+            name.to_string(),
+            FileEntry {
+                bytes: bytes.len() as u64,
+                sha256: sha256_hex(bytes),
+            },
+        );
+    }
+    manifest.format = FORMAT_NAME.to_string();
+    manifest.format_version = FORMAT_VERSION;
+    let json = serde_json::to_vec_pretty(&manifest).map_err(|e| write_err(dir, &e))?;
+    let path = dir.join(MANIFEST);
+    std::fs::write(&path, json).map_err(|e| write_err(&path, &e))?;
+    Ok(manifest)
+}

@@ -1,0 +1,280 @@
+//! End-to-end tests of the `train` binary and library on the committed fixture corpus (the
+//! `tiny` preset on burn's flex CPU backend): the loss falls, the bundle loads back within the
+//! int8 error bound, a killed run resumes, and bad inputs give one clear error line.
+#![cfg(feature = "train")]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use webnmt::weights::{Bundle, tensor_specs};
+
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/corpus");
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("webnmt-train-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+/// A tiny de→en run on the fixture corpus, `steps` optimizer steps long.
+fn write_config(dir: &Path, steps: usize, eval_every: usize, corpus: (&str, &str)) -> PathBuf {
+    let config = format!(
+        r#"
+run_dir = "run"
+source_lang = "de"
+target_lang = "en"
+
+[corpus]
+source = "{corpus_src}"
+target = "{corpus_tgt}"
+
+[dev]
+source = "{f}/de-en/dev.de"
+target = "{f}/de-en/dev.en"
+
+[split]
+test = 20
+
+[source_tokenizer]
+vocab_size = 400
+
+[target_tokenizer]
+vocab_size = 400
+
+[model]
+preset = "tiny"
+
+[batch]
+max_tokens = 600
+
+[training]
+max_steps = {steps}
+accum_steps = 1
+warmup_steps = 100
+lr_factor = 1.0
+log_every = 10
+eval_every = {eval_every}
+bleu_sentences = 20
+patience = 0
+"#,
+        corpus_src = corpus.0,
+        corpus_tgt = corpus.1,
+        f = FIXTURES,
+    );
+    let path = dir.join("tiny.toml");
+    std::fs::write(&path, config).expect("config");
+    path
+}
+
+fn fixture_corpus() -> (String, String) {
+    (
+        format!("{FIXTURES}/de-en/train.de"),
+        format!("{FIXTURES}/de-en/train.en"),
+    )
+}
+
+fn train_cmd(config: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_train"));
+    cmd.arg("--config").arg(config).arg("--device").arg("cpu");
+    cmd
+}
+
+fn metrics(run: &Path) -> Vec<(usize, f64)> {
+    let csv = std::fs::read_to_string(run.join("metrics.csv")).expect("metrics.csv");
+    csv.lines()
+        .skip(1)
+        .map(|l| {
+            let cols: Vec<&str> = l.split(',').collect();
+            (
+                cols[0].parse().expect("step"),
+                cols[3].parse().expect("loss"),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn tiny_training_reduces_the_loss_and_exports_a_valid_bundle() {
+    let dir = scratch("loss");
+    let (src, tgt) = fixture_corpus();
+    let config = write_config(&dir, 400, 100, (&src, &tgt));
+    let out = train_cmd(&config).output().expect("train runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "train failed:\n{stderr}");
+
+    let run = dir.join("run");
+    let rows = metrics(&run);
+    let first = rows.first().expect("a first row").1;
+    let last = rows.last().expect("a last row").1;
+    assert_eq!(rows.last().map(|r| r.0), Some(400));
+    assert!(last < 0.6 * first, "loss went from {first} to {last}");
+    assert!(run.join("metrics.svg").exists());
+
+    let bundle = Bundle::from_dir(&run.join("bundle")).expect("the exported bundle loads");
+    let config = bundle.config().clone();
+    assert_eq!(config.d_model, 32);
+    // int8 weights dequantize to within half a quantization step of the fp32 checkpoint.
+    let device = burn::tensor::Device::flex();
+    let model = webnmt::model::Transformer::new(&config, &device)
+        .load_file_checked(&run.join("best/model.bpk"));
+    let fp32 = webnmt::export::named_weights(&model);
+    let mut matrices = 0;
+    for spec in tensor_specs(&config) {
+        let Some(name) = spec.name.strip_suffix(".weight") else {
+            continue;
+        };
+        let q = bundle.matrix(name).expect("matrix");
+        let original = &fp32[&spec.name];
+        for (i, (d, w)) in q.dequantize().iter().zip(original).enumerate() {
+            let bound = q.scale[i / q.k] / 2.0 + 1e-7;
+            assert!((d - w).abs() <= bound, "{} [{i}]: {d} vs {w}", spec.name);
+        }
+        matrices += 1;
+    }
+    assert_eq!(matrices, 2 + 2 * (4 + 2) + 2 * (8 + 2));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Loads a checkpoint, panicking with the path on failure (test helper).
+trait LoadChecked {
+    fn load_file_checked(self, path: &Path) -> Self;
+}
+
+impl LoadChecked for webnmt::model::Transformer {
+    fn load_file_checked(self, path: &Path) -> Self {
+        use burn::module::Module;
+        self.try_load_file(path)
+            .unwrap_or_else(|e| panic!("cannot load {}: {e:?}", path.display()))
+    }
+}
+
+#[test]
+fn a_killed_run_resumes_from_its_last_checkpoint() {
+    let dir = scratch("resume");
+    let (src, tgt) = fixture_corpus();
+    let config = write_config(&dir, 240, 40, (&src, &tgt));
+    let run = dir.join("run");
+    let checkpoints = run.join("checkpoints");
+    // SIGKILL it three times, each time as soon as a checkpoint of at least that step exists
+    // (so often while the next steps, or the next checkpoint, are being written).
+    for wait_for in [40usize, 120, 160] {
+        let mut child = train_cmd(&config)
+            .arg("--resume")
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("train starts");
+        let deadline = Instant::now() + Duration::from_secs(300);
+        loop {
+            let newest = std::fs::read_dir(&checkpoints)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter_map(|e| {
+                    e.file_name()
+                        .to_str()?
+                        .strip_prefix("step-")?
+                        .parse::<usize>()
+                        .ok()
+                })
+                .max();
+            if newest.is_some_and(|s| s >= wait_for) {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no checkpoint {wait_for} after 300 s"
+            );
+            assert!(
+                child.try_wait().expect("wait").is_none(),
+                "train ended early"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        child.kill().expect("SIGKILL");
+        child.wait().expect("reaped");
+    }
+    let out = train_cmd(&config)
+        .arg("--resume")
+        .output()
+        .expect("resume runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let rows = metrics(&run);
+    let steps: Vec<usize> = rows.iter().map(|r| r.0).collect();
+    let expected: Vec<usize> = (1..=24).map(|i| i * 10).collect();
+    assert_eq!(steps, expected, "every logged step exactly once, in order");
+    // No jump at the resume points: each logged loss is close to its neighbours.
+    for w in rows.windows(2) {
+        assert!(
+            w[1].1 < w[0].1 * 1.5,
+            "loss jumped from {} to {} at step {}",
+            w[0].1,
+            w[1].1,
+            w[1].0
+        );
+    }
+    let kept = std::fs::read_dir(&checkpoints).expect("dir").count();
+    assert!(kept <= 3, "{kept} checkpoints on disk");
+    assert!(Bundle::from_dir(&run.join("bundle")).is_ok());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_corpora_stop_with_one_clear_error_line() {
+    let dir = scratch("bad");
+    for (name, src, tgt, expect) in [
+        ("mismatch", "bad/mismatch.ko", "bad/mismatch.en", "lines"),
+        (
+            "utf8",
+            "bad/invalid_utf8.ko",
+            "bad/invalid_utf8.en",
+            "UTF-8",
+        ),
+        ("empty", "bad/empty.ko", "bad/empty.en", "empty"),
+        ("missing", "bad/nope.ko", "bad/nope.en", "nope.ko"),
+    ] {
+        let sub = dir.join(name);
+        std::fs::create_dir_all(&sub).expect("dir");
+        let config = write_config(
+            &sub,
+            10,
+            10,
+            (&format!("{FIXTURES}/{src}"), &format!("{FIXTURES}/{tgt}")),
+        );
+        let out = train_cmd(&config).output().expect("train runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{name}: must fail");
+        let errors: Vec<&str> = stderr
+            .lines()
+            .filter(|l| l.starts_with("error: "))
+            .collect();
+        assert_eq!(errors.len(), 1, "{name}: {stderr}");
+        assert!(errors[0].contains(expect), "{name}: {}", errors[0]);
+        assert!(!stderr.contains("panicked"), "{name}: {stderr}");
+    }
+    // A config with an unknown key or impossible sizes is refused before any data is read.
+    let config = write_config(&dir, 10, 10, (&fixture_corpus().0, &fixture_corpus().1));
+    let text = std::fs::read_to_string(&config).expect("config");
+    for (bad, expect) in [
+        (
+            text.replace("preset = \"tiny\"", "preset = \"tiny\"\nn_layers = 3"),
+            "n_layers",
+        ),
+        (
+            text.replace("preset = \"tiny\"", "preset = \"tiny\"\nn_heads = 3"),
+            "divisible",
+        ),
+    ] {
+        std::fs::write(&config, bad).expect("config");
+        let out = train_cmd(&config).output().expect("train runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success());
+        assert!(stderr.contains(expect), "{stderr}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
