@@ -29,9 +29,8 @@ fn cached_decoding_matches_full_forward() {
     let mut cache = model.start_decoding(memory, mask);
     let mut steps = Vec::new();
     let mut step_weights = Vec::new();
-    for t in 0..tgt[0].len() {
-        let tokens =
-            Tensor::<1, Int>::from_data(TensorData::new(vec![tgt[0][t], tgt[1][t]], [2]), &device);
+    for (&a, &b) in tgt[0].iter().zip(tgt[1]) {
+        let tokens = Tensor::<1, Int>::from_data(TensorData::new(vec![a, b], [2]), &device);
         let (logits, weights) = model.decode_step(tokens, &mut cache);
         steps.push(logits.unsqueeze_dim::<3>(1));
         step_weights.push(weights.unsqueeze_dim::<4>(2));

@@ -42,10 +42,10 @@ impl Checkpoints {
             let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
                 continue;
             };
-            if let Some(step) = name.strip_prefix("step-").and_then(|s| s.parse().ok()) {
-                if path.is_dir() {
-                    found.push((step, path));
-                }
+            if let Some(step) = name.strip_prefix("step-").and_then(|s| s.parse().ok())
+                && path.is_dir()
+            {
+                found.push((step, path));
             }
         }
         found.sort();

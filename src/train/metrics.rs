@@ -59,6 +59,9 @@ pub fn write(dir: &Path, rows: &[MetricsRow]) -> io::Result<()> {
     write_atomic(&dir.join("metrics.svg"), plot_svg(rows).as_bytes())
 }
 
+/// A curve: name, colour, `(step, value)` points.
+type Series<'a> = (&'a str, &'a str, Vec<(f64, f64)>);
+
 /// A two-panel SVG: training and validation loss against the step, and dev BLEU / chrF.
 pub fn plot_svg(rows: &[MetricsRow]) -> String {
     let (w, h, pad) = (720.0, 260.0, 48.0);
@@ -67,7 +70,7 @@ pub fn plot_svg(rows: &[MetricsRow]) -> String {
         2.0 * h
     );
     let max_step = rows.iter().map(|r| r.step).max().unwrap_or(1).max(1) as f64;
-    let panels: [(&str, Vec<(&str, &str, Vec<(f64, f64)>)>); 2] = [
+    let panels: [(&str, Vec<Series>); 2] = [
         (
             "loss",
             vec![

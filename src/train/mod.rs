@@ -260,22 +260,25 @@ pub fn train(
         .with_epsilon(options.adam_epsilon)
         .init();
     let mut state = TrainState::default();
-    if resume {
-        if let Some((_, dir)) = checkpoints.latest().map_err(io(&ckpt_dir))? {
-            let bad = |message: String| TrainError::Checkpoint {
-                path: dir.clone(),
-                message,
-            };
-            let json =
-                std::fs::read_to_string(dir.join("state.json")).map_err(|e| bad(e.to_string()))?;
-            state = serde_json::from_str(&json).map_err(|e| bad(e.to_string()))?;
-            model = model
-                .try_load_file(dir.join("model.bpk"))
-                .map_err(|e| bad(format!("{e:?}")))?;
-            optim = optim
-                .load(dir.join("optim.bpk"))
-                .map_err(|e| bad(format!("{e:?}")))?;
-        }
+    let latest = if resume {
+        checkpoints.latest().map_err(io(&ckpt_dir))?
+    } else {
+        None
+    };
+    if let Some((_, dir)) = latest {
+        let bad = |message: String| TrainError::Checkpoint {
+            path: dir.clone(),
+            message,
+        };
+        let json =
+            std::fs::read_to_string(dir.join("state.json")).map_err(|e| bad(e.to_string()))?;
+        state = serde_json::from_str(&json).map_err(|e| bad(e.to_string()))?;
+        model = model
+            .try_load_file(dir.join("model.bpk"))
+            .map_err(|e| bad(format!("{e:?}")))?;
+        optim = optim
+            .load(dir.join("optim.bpk"))
+            .map_err(|e| bad(format!("{e:?}")))?;
     }
     if let Some(reason) = &state.stopped {
         return Ok(TrainSummary {

@@ -454,3 +454,220 @@ pub fn write_bundle(
     std::fs::write(&path, json).map_err(|e| write_err(&path, &e))?;
     Ok(manifest)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::{Path, PathBuf};
+
+    fn tiny_config() -> ModelConfig {
+        ModelConfig::preset("tiny", 10, 12).expect("valid preset")
+    }
+
+    fn tokenizer(extra: usize) -> String {
+        let pieces = (0..extra).map(|i| (format!("▁{}", char::from(b'a' + i as u8)), -1.0));
+        Tokenizer::from_pieces(pieces)
+            .and_then(|t| t.to_json())
+            .expect("tokenizer")
+    }
+
+    /// A valid bundle of the tiny preset with deterministic weights, in a fresh directory.
+    fn write_tiny(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("webnmt-bundle-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let config = tiny_config();
+        let weights: BTreeMap<String, Vec<f32>> = tensor_specs(&config)
+            .into_iter()
+            .filter(|s| !s.name.ends_with("_scale"))
+            .map(|s| {
+                let n: usize = s.shape.iter().product();
+                (
+                    s.name,
+                    (0..n).map(|i| ((i * 7 % 13) as f32 - 6.0) / 10.0).collect(),
+                )
+            })
+            .collect();
+        let manifest = Manifest {
+            format: String::new(),
+            format_version: 0,
+            source_lang: "de".into(),
+            target_lang: "en".into(),
+            model: config,
+            files: BTreeMap::new(),
+            metrics: serde_json::Value::Null,
+        };
+        write_bundle(&dir, manifest, &weights, &tokenizer(6), &tokenizer(8)).expect("written");
+        dir
+    }
+
+    fn edit_manifest(dir: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
+        let path = dir.join(MANIFEST);
+        let mut json: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).expect("manifest")).expect("json");
+        edit(&mut json);
+        std::fs::write(&path, serde_json::to_vec(&json).expect("json")).expect("write");
+    }
+
+    #[test]
+    fn a_written_bundle_loads_and_round_trips_its_weights() {
+        let dir = write_tiny("ok");
+        let bundle = Bundle::from_dir(&dir).expect("valid bundle");
+        assert_eq!(bundle.config(), &tiny_config());
+        let q = bundle
+            .matrix("decoder.layers.1.ffn.linear2")
+            .expect("matrix");
+        assert_eq!((q.n, q.k), (32, 64));
+        let gamma = bundle
+            .vector("encoder.layers.0.norm2.gamma")
+            .expect("vector");
+        assert_eq!(gamma.len(), 32);
+        assert_eq!(gamma[1], (7.0 - 6.0) / 10.0);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn every_kind_of_damage_is_a_named_error() {
+        // Flipped byte in the weights.
+        let dir = write_tiny("flip");
+        let path = dir.join(WEIGHTS);
+        let mut bytes = std::fs::read(&path).expect("weights");
+        let last = bytes.len() - 1;
+        bytes[last] ^= 0x40;
+        std::fs::write(&path, &bytes).expect("write");
+        let err = Bundle::from_dir(&dir).err().expect("must fail");
+        assert!(
+            matches!(err, BundleError::Integrity { ref file, .. } if file == WEIGHTS),
+            "{err}"
+        );
+        // Truncated file.
+        std::fs::write(&path, &bytes[..100]).expect("write");
+        let err = Bundle::from_dir(&dir).err().expect("must fail");
+        assert!(err.to_string().contains("100 bytes"), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
+
+        // Missing file.
+        let dir = write_tiny("missing");
+        std::fs::remove_file(dir.join(TARGET_TOKENIZER)).expect("rm");
+        let err = Bundle::from_dir(&dir).err().expect("must fail");
+        assert!(matches!(err, BundleError::MissingFile { .. }), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
+
+        // Wrong format version.
+        let dir = write_tiny("version");
+        edit_manifest(&dir, |m| m["format_version"] = 99.into());
+        let err = Bundle::from_dir(&dir).err().expect("must fail");
+        assert!(
+            matches!(err, BundleError::Version { found: 99, .. }),
+            "{err}"
+        );
+
+        // Config that does not match the tensors, then an impossible config.
+        edit_manifest(&dir, |m| {
+            m["format_version"] = FORMAT_VERSION.into();
+            m["model"]["d_ff"] = 128.into();
+        });
+        let err = Bundle::from_dir(&dir).err().expect("must fail");
+        assert!(matches!(err, BundleError::TensorMismatch { .. }), "{err}");
+        edit_manifest(&dir, |m| {
+            m["model"]["d_ff"] = 64.into();
+            m["model"]["n_heads"] = 3.into();
+        });
+        let err = Bundle::from_dir(&dir).err().expect("must fail");
+        assert!(matches!(err, BundleError::Config(_)), "{err}");
+
+        // Vocabulary size that disagrees with the tokenizer.
+        edit_manifest(&dir, |m| {
+            m["model"]["n_heads"] = 2.into();
+            m["model"]["src_vocab_size"] = 11.into();
+        });
+        let err = Bundle::from_dir(&dir).err().expect("must fail");
+        assert!(matches!(err, BundleError::VocabMismatch { .. }), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
+
+        // Not JSON, and unknown manifest keys.
+        let dir = write_tiny("json");
+        edit_manifest(&dir, |m| m["surprise"] = 1.into());
+        let err = Bundle::from_dir(&dir).err().expect("must fail");
+        assert!(matches!(err, BundleError::Manifest(_)), "{err}");
+        std::fs::write(dir.join(MANIFEST), b"{not json").expect("write");
+        assert!(matches!(
+            Bundle::from_dir(&dir),
+            Err(BundleError::Manifest(_))
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn hostile_safetensors_headers_are_rejected() {
+        let config = tiny_config();
+        for (name, weights) in [
+            // A header that claims 2^60 bytes.
+            ("huge", {
+                let mut b = (1u64 << 60).to_le_bytes().to_vec();
+                b.extend_from_slice(b"{}");
+                b
+            }),
+            // Two tensors whose offsets overlap.
+            ("overlap", {
+                let header = br#"{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}}"#;
+                let mut b = (header.len() as u64).to_le_bytes().to_vec();
+                b.extend_from_slice(header);
+                b.extend_from_slice(&[0; 12]);
+                b
+            }),
+        ] {
+            let files: BTreeMap<&str, Vec<u8>> = [
+                (WEIGHTS, weights),
+                (SOURCE_TOKENIZER, tokenizer(6).into_bytes()),
+                (TARGET_TOKENIZER, tokenizer(8).into_bytes()),
+            ]
+            .into_iter()
+            .collect();
+            let manifest = Manifest {
+                format: FORMAT_NAME.into(),
+                format_version: FORMAT_VERSION,
+                source_lang: "de".into(),
+                target_lang: "en".into(),
+                model: config.clone(),
+                files: files
+                    .iter()
+                    .map(|(n, b)| {
+                        let entry = FileEntry {
+                            bytes: b.len() as u64,
+                            sha256: sha256_hex(b),
+                        };
+                        ((*n).to_string(), entry)
+                    })
+                    .collect(),
+                metrics: serde_json::Value::Null,
+            };
+            let json = serde_json::to_vec(&manifest).expect("json");
+            let result = Bundle::from_files(&json, |n| Ok(files[n].clone()));
+            assert!(
+                matches!(result, Err(BundleError::Safetensors(_))),
+                "{name}: {:?}",
+                result.err()
+            );
+        }
+    }
+
+    #[test]
+    fn a_broken_tokenizer_is_named() {
+        let dir = write_tiny("tokenizer");
+        let path = dir.join(SOURCE_TOKENIZER);
+        std::fs::write(&path, b"{\"model\": 1}").expect("write");
+        let bytes = std::fs::read(&path).expect("read");
+        edit_manifest(&dir, |m| {
+            m["files"][SOURCE_TOKENIZER] = serde_json::json!({
+                "bytes": bytes.len(),
+                "sha256": sha256_hex(&bytes),
+            });
+        });
+        let err = Bundle::from_dir(&dir).err().expect("must fail");
+        assert!(
+            matches!(err, BundleError::Tokenizer { ref file, .. } if file == SOURCE_TOKENIZER),
+            "{err}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
