@@ -23,6 +23,34 @@ pub fn matmul_q8(x: &[f32], m: usize, w: &QuantizedMatrix, bias: &[f32]) -> Vec<
     y
 }
 
+/// `LayerNorm(x + residual) · gamma + beta` per row of `gamma.len()` values, with the biased
+/// variance and `eps` inside the square root (burn's and PyTorch's LayerNorm).
+///
+/// # Shapes
+/// `x`, `residual`: `[rows, d_model]`; `gamma`, `beta`: `[d_model]`; returns `[rows, d_model]`.
+pub fn add_layernorm(
+    x: &[f32],
+    residual: &[f32],
+    gamma: &[f32],
+    beta: &[f32],
+    eps: f32,
+) -> Vec<f32> {
+    let d = gamma.len();
+    let mut y = Vec::with_capacity(x.len());
+    for (xr, rr) in x.chunks_exact(d).zip(residual.chunks_exact(d)) {
+        let v: Vec<f32> = xr.iter().zip(rr).map(|(a, b)| a + b).collect();
+        let mean = v.iter().sum::<f32>() / d as f32;
+        let var = v.iter().map(|a| (a - mean) * (a - mean)).sum::<f32>() / d as f32;
+        let inv_std = 1.0 / (var + eps).sqrt();
+        y.extend(
+            v.iter()
+                .zip(gamma.iter().zip(beta))
+                .map(|(a, (g, b))| (a - mean) * inv_std * g + b),
+        );
+    }
+    y
+}
+
 /// The paper's sinusoidal positional encoding, row-major `[seq_len, d_model]`:
 /// `PE[pos, 2i] = sin(pos / 10000^(2i / d_model))`, `PE[pos, 2i + 1] = cos(pos / 10000^(2i / d_model))`.
 ///

@@ -4,7 +4,7 @@
 //! test) can see that the kernels compute the right thing on their own adapter.
 
 use crate::gpu::{AdapterSummary, Gpu, GpuError};
-use crate::kernels::matmul_q8;
+use crate::kernels::{add_layernorm, matmul_q8};
 use crate::reference::{self, Comparison};
 use crate::weights::QuantizedMatrix;
 use rand::rngs::SmallRng;
@@ -29,6 +29,11 @@ pub const MATMUL_Q8_SHAPES: &[(usize, usize, usize)] = &[
     (64, 512, 256),
 ];
 
+/// `(rows, d_model)` shapes for `add_layernorm`: one row, a row shorter than the workgroup,
+/// lengths that are not multiples of it, and model widths.
+pub const ADD_LAYERNORM_SHAPES: &[(usize, usize)] =
+    &[(1, 32), (7, 4), (33, 100), (8, 256), (3, 1000), (64, 512)];
+
 /// One kernel run on one shape.
 #[derive(Clone, Debug, Serialize)]
 pub struct KernelCheck {
@@ -47,7 +52,8 @@ pub struct SelfCheckReport {
 
 /// Runs every kernel check with inputs drawn from `seed`.
 pub async fn run(gpu: &Gpu, seed: u64) -> Result<SelfCheckReport, GpuError> {
-    let checks = check_matmul_q8(gpu, seed).await?;
+    let mut checks = check_matmul_q8(gpu, seed).await?;
+    checks.extend(check_add_layernorm(gpu, seed).await?);
     Ok(SelfCheckReport {
         adapter: gpu.adapter().clone(),
         passed: checks.iter().all(|c| c.comparison.passed()),
@@ -77,6 +83,31 @@ pub async fn check_matmul_q8(gpu: &Gpu, seed: u64) -> Result<Vec<KernelCheck>, G
         checks.push(KernelCheck {
             kernel: matmul_q8::NAME,
             shape: format!("m={m} n={n} k={k}"),
+            comparison: reference::compare(&got, &want, ATOL, RTOL),
+        });
+    }
+    Ok(checks)
+}
+
+/// `add_layernorm` against [`reference::add_layernorm`] on every shape of
+/// [`ADD_LAYERNORM_SHAPES`], with inputs offset and scaled like real activations.
+pub async fn check_add_layernorm(gpu: &Gpu, seed: u64) -> Result<Vec<KernelCheck>, GpuError> {
+    let mut rng = SmallRng::seed_from_u64(seed ^ 0x4c4e);
+    let mut checks = Vec::new();
+    for &(rows, d) in ADD_LAYERNORM_SHAPES {
+        let x: Vec<f32> = uniform(&mut rng, rows * d)
+            .iter()
+            .map(|v| 3.0 * v + 0.5)
+            .collect();
+        let residual = uniform(&mut rng, rows * d);
+        let gamma: Vec<f32> = uniform(&mut rng, d).iter().map(|v| 1.0 + 0.5 * v).collect();
+        let beta = uniform(&mut rng, d);
+        let eps = 1e-5;
+        let got = add_layernorm::add_layernorm(gpu, &x, &residual, &gamma, &beta, eps).await?;
+        let want = reference::add_layernorm(&x, &residual, &gamma, &beta, eps);
+        checks.push(KernelCheck {
+            kernel: add_layernorm::NAME,
+            shape: format!("rows={rows} d_model={d}"),
             comparison: reference::compare(&got, &want, ATOL, RTOL),
         });
     }

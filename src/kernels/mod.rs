@@ -2,10 +2,14 @@
 //! giving its bindings and shapes) and a `name.rs` driver (parameters, validation, dispatch).
 //! Every kernel has a plain-Rust twin in [`crate::reference`] with the same name.
 
+pub mod add_layernorm;
 pub mod matmul_q8;
 
 /// Every kernel's WGSL source by name, for tests that check all shaders at once.
-pub const ALL: &[(&str, &str)] = &[(matmul_q8::NAME, matmul_q8::SOURCE)];
+pub const ALL: &[(&str, &str)] = &[
+    (add_layernorm::NAME, add_layernorm::SOURCE),
+    (matmul_q8::NAME, matmul_q8::SOURCE),
+];
 
 #[cfg(test)]
 mod tests {
