@@ -51,6 +51,39 @@ pub fn add_layernorm(
     y
 }
 
+/// Token embeddings from the int8 table, × √d_model, plus the positional encoding: row `r` is
+/// token `tokens[r]` at position `start_pos + r % seq_len` (ids past the table read `<unk>`).
+///
+/// # Shapes
+/// `tokens`: `[rows]`; `table`: `[vocab, d_model]`; returns `[rows, d_model]`.
+pub fn embed(
+    tokens: &[u32],
+    table: &QuantizedMatrix,
+    seq_len: usize,
+    start_pos: usize,
+) -> Vec<f32> {
+    let d = table.k;
+    let scale = (d as f32).sqrt();
+    let weights = table.dequantize();
+    let pe = positional_encoding(start_pos + seq_len, d);
+    let mut x = Vec::with_capacity(tokens.len() * d);
+    for (r, &token) in tokens.iter().enumerate() {
+        let token = if (token as usize) < table.n {
+            token as usize
+        } else {
+            1
+        };
+        let pos = start_pos + r % seq_len;
+        let row = &weights[token * d..(token + 1) * d];
+        x.extend(
+            row.iter()
+                .zip(&pe[pos * d..(pos + 1) * d])
+                .map(|(w, p)| w * scale + p),
+        );
+    }
+    x
+}
+
 /// The paper's sinusoidal positional encoding, row-major `[seq_len, d_model]`:
 /// `PE[pos, 2i] = sin(pos / 10000^(2i / d_model))`, `PE[pos, 2i + 1] = cos(pos / 10000^(2i / d_model))`.
 ///

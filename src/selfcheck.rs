@@ -4,7 +4,7 @@
 //! test) can see that the kernels compute the right thing on their own adapter.
 
 use crate::gpu::{AdapterSummary, Gpu, GpuError};
-use crate::kernels::{add_layernorm, matmul_q8};
+use crate::kernels::{add_layernorm, embed, matmul_q8};
 use crate::reference::{self, Comparison};
 use crate::weights::QuantizedMatrix;
 use rand::rngs::SmallRng;
@@ -34,6 +34,16 @@ pub const MATMUL_Q8_SHAPES: &[(usize, usize, usize)] = &[
 pub const ADD_LAYERNORM_SHAPES: &[(usize, usize)] =
     &[(1, 32), (7, 4), (33, 100), (8, 256), (3, 1000), (64, 512)];
 
+/// `(sentences, seq_len, start_pos, vocab, d_model)` shapes for `embed`: one decoder step for
+/// several beams, encoder batches of awkward lengths, and model widths.
+pub const EMBED_SHAPES: &[(usize, usize, usize, usize, usize)] = &[
+    (1, 1, 0, 10, 32),
+    (8, 1, 17, 50, 32),
+    (3, 7, 0, 100, 260),
+    (2, 33, 0, 1003, 256),
+    (1, 149, 0, 64, 512),
+];
+
 /// One kernel run on one shape.
 #[derive(Clone, Debug, Serialize)]
 pub struct KernelCheck {
@@ -54,6 +64,7 @@ pub struct SelfCheckReport {
 pub async fn run(gpu: &Gpu, seed: u64) -> Result<SelfCheckReport, GpuError> {
     let mut checks = check_matmul_q8(gpu, seed).await?;
     checks.extend(check_add_layernorm(gpu, seed).await?);
+    checks.extend(check_embed(gpu, seed).await?);
     Ok(SelfCheckReport {
         adapter: gpu.adapter().clone(),
         passed: checks.iter().all(|c| c.comparison.passed()),
@@ -108,6 +119,37 @@ pub async fn check_add_layernorm(gpu: &Gpu, seed: u64) -> Result<Vec<KernelCheck
         checks.push(KernelCheck {
             kernel: add_layernorm::NAME,
             shape: format!("rows={rows} d_model={d}"),
+            comparison: reference::compare(&got, &want, ATOL, RTOL),
+        });
+    }
+    Ok(checks)
+}
+
+/// `embed` against [`reference::embed`] on every shape of [`EMBED_SHAPES`], including a token
+/// id past the table.
+pub async fn check_embed(gpu: &Gpu, seed: u64) -> Result<Vec<KernelCheck>, GpuError> {
+    let mut rng = SmallRng::seed_from_u64(seed ^ 0x454d);
+    let mut checks = Vec::new();
+    for &(sentences, seq_len, start_pos, vocab, d) in EMBED_SHAPES {
+        let table =
+            QuantizedMatrix::quantize(&uniform(&mut rng, vocab * d), vocab, d).map_err(|e| {
+                GpuError::Shape {
+                    kernel: embed::NAME,
+                    message: e.to_string(),
+                }
+            })?;
+        let mut tokens: Vec<u32> = (0..sentences * seq_len)
+            .map(|_| rng.random_range(0..vocab as u32))
+            .collect();
+        tokens[0] = vocab as u32 + 5;
+        let got = embed::embed(gpu, &tokens, &table, seq_len, start_pos).await?;
+        let want = reference::embed(&tokens, &table, seq_len, start_pos);
+        checks.push(KernelCheck {
+            kernel: embed::NAME,
+            shape: format!(
+                "rows={} seq_len={seq_len} start={start_pos} d_model={d}",
+                tokens.len()
+            ),
             comparison: reference::compare(&got, &want, ATOL, RTOL),
         });
     }

@@ -31,8 +31,8 @@ pub struct GpuQ8Matrix {
     pub n: usize,
     /// Input features (a multiple of 4).
     pub k: usize,
-    packed: wgpu::Buffer,
-    scale: wgpu::Buffer,
+    pub(crate) packed: wgpu::Buffer,
+    pub(crate) scale: wgpu::Buffer,
     bias: wgpu::Buffer,
 }
 

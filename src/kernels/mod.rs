@@ -3,11 +3,13 @@
 //! Every kernel has a plain-Rust twin in [`crate::reference`] with the same name.
 
 pub mod add_layernorm;
+pub mod embed;
 pub mod matmul_q8;
 
 /// Every kernel's WGSL source by name, for tests that check all shaders at once.
 pub const ALL: &[(&str, &str)] = &[
     (add_layernorm::NAME, add_layernorm::SOURCE),
+    (embed::NAME, embed::SOURCE),
     (matmul_q8::NAME, matmul_q8::SOURCE),
 ];
 
