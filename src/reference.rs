@@ -5,11 +5,12 @@
 use crate::weights::QuantizedMatrix;
 use serde::Serialize;
 
-/// `y[m, n] = x[m, k] · Wᵀ + bias` with `W` the dequantized int8 matrix (see `matmul_q8.wgsl`).
+/// `y[m, n] = x[m, k] · Wᵀ + bias` with `W` the dequantized int8 matrix (see `matmul_q8.wgsl`),
+/// then `max(0, y)` when `relu`.
 ///
 /// # Shapes
 /// - `x`: `[m, k]` row-major, `w`: `[n, k]`, `bias`: `[n]`; returns `[m, n]`.
-pub fn matmul_q8(x: &[f32], m: usize, w: &QuantizedMatrix, bias: &[f32]) -> Vec<f32> {
+pub fn matmul_q8(x: &[f32], m: usize, w: &QuantizedMatrix, bias: &[f32], relu: bool) -> Vec<f32> {
     assert_eq!(x.len(), m * w.k, "x must be [m, k]");
     assert_eq!(bias.len(), w.n, "bias must be [n]");
     let w_f32 = w.dequantize();
@@ -17,7 +18,7 @@ pub fn matmul_q8(x: &[f32], m: usize, w: &QuantizedMatrix, bias: &[f32]) -> Vec<
     for x_row in x.chunks_exact(w.k) {
         for (w_row, b) in w_f32.chunks_exact(w.k).zip(bias) {
             let dot: f32 = x_row.iter().zip(w_row).map(|(a, b)| a * b).sum();
-            y.push(dot + b);
+            y.push(if relu { (dot + b).max(0.0) } else { dot + b });
         }
     }
     y
@@ -160,10 +161,13 @@ mod tests {
             2,
             &w,
             &[10.0, 0.0],
+            false,
         );
         let want = [146.0, 126.0, 81.5, 253.5];
         let c = compare(&y, &want, 1e-5, 0.0);
         assert!(c.passed(), "{c:?} {y:?}");
+        let relu = matmul_q8(&[-1.0, 0.0, 0.0, 0.0], 1, &w, &[10.0, 0.0], true);
+        assert_eq!(relu, vec![0.0, 1.0]);
     }
 
     #[test]

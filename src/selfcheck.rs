@@ -4,7 +4,8 @@
 //! test) can see that the kernels compute the right thing on their own adapter.
 
 use crate::gpu::{AdapterSummary, Gpu, GpuError};
-use crate::kernels::{add_layernorm, embed, matmul_q8};
+use crate::kernels::matmul_q8::{self, Activation};
+use crate::kernels::{add_layernorm, embed};
 use crate::reference::{self, Comparison};
 use crate::weights::QuantizedMatrix;
 use rand::rngs::SmallRng;
@@ -89,11 +90,18 @@ pub async fn check_matmul_q8(gpu: &Gpu, seed: u64) -> Result<Vec<KernelCheck>, G
             kernel: matmul_q8::NAME,
             message: e.to_string(),
         })?;
-        let got = matmul_q8::matmul_q8(gpu, &x, m, &w, &bias).await?;
-        let want = reference::matmul_q8(&x, m, &w, &bias);
+        // Every other shape with the fused ReLU of the feed-forward block.
+        let relu = checks.len() % 2 == 1;
+        let activation = if relu {
+            Activation::Relu
+        } else {
+            Activation::None
+        };
+        let got = matmul_q8::matmul_q8(gpu, &x, m, &w, &bias, activation).await?;
+        let want = reference::matmul_q8(&x, m, &w, &bias, relu);
         checks.push(KernelCheck {
             kernel: matmul_q8::NAME,
-            shape: format!("m={m} n={n} k={k}"),
+            shape: format!("m={m} n={n} k={k}{}", if relu { " relu" } else { "" }),
             comparison: reference::compare(&got, &want, ATOL, RTOL),
         });
     }

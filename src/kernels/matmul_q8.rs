@@ -59,15 +59,26 @@ impl GpuQ8Matrix {
     }
 }
 
+/// What follows the matrix product and bias.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Activation {
+    /// Nothing: `y = x · Wᵀ + b`.
+    None,
+    /// `y = max(0, x · Wᵀ + b)` (the feed-forward block's first layer).
+    Relu,
+}
+
 /// The compiled kernel.
 pub struct MatmulQ8 {
     pipeline: Arc<wgpu::ComputePipeline>,
 }
 
 impl MatmulQ8 {
-    /// Compiles the kernel (or takes it from the device's pipeline cache).
-    pub async fn new(gpu: &Gpu) -> Result<Self, GpuError> {
-        let pipeline = gpu.pipeline(&PipelineKey::new(NAME), SOURCE).await?;
+    /// Compiles the kernel for `activation` (or takes it from the device's pipeline cache).
+    pub async fn new(gpu: &Gpu, activation: Activation) -> Result<Self, GpuError> {
+        let relu = f64::from(u8::from(activation == Activation::Relu));
+        let key = PipelineKey::new(NAME).with("relu", relu);
+        let pipeline = gpu.pipeline(&key, SOURCE).await?;
         Ok(Self { pipeline })
     }
 
@@ -127,13 +138,15 @@ impl MatmulQ8 {
     }
 }
 
-/// Runs the kernel once on host data and reads the result back: `x[m, k] · Wᵀ + bias`.
+/// Runs the kernel once on host data and reads the result back: `x[m, k] · Wᵀ + bias`, then
+/// `activation`.
 pub async fn matmul_q8(
     gpu: &Gpu,
     x: &[f32],
     m: usize,
     w: &QuantizedMatrix,
     bias: &[f32],
+    activation: Activation,
 ) -> Result<Vec<f32>, GpuError> {
     check_shape(m, w.n, w.k)?;
     if x.len() != m * w.k {
@@ -144,7 +157,7 @@ pub async fn matmul_q8(
             m * w.k
         )));
     }
-    let kernel = MatmulQ8::new(gpu).await?;
+    let kernel = MatmulQ8::new(gpu, activation).await?;
     let y = gpu
         .checked(NAME, async {
             let weights = GpuQ8Matrix::upload(gpu, w, bias)?;
@@ -215,8 +228,15 @@ mod tests {
             packed: vec![0; 3],
             scale: vec![1.0; 2],
         };
-        let err = pollster::block_on(matmul_q8(&gpu, &[0.0; 6], 1, &w, &[0.0; 2]))
-            .expect_err("k = 6 must be rejected");
+        let err = pollster::block_on(matmul_q8(
+            &gpu,
+            &[0.0; 6],
+            1,
+            &w,
+            &[0.0; 2],
+            Activation::None,
+        ))
+        .expect_err("k = 6 must be rejected");
         assert!(err.to_string().contains("not a multiple of 4"), "{err}");
         let err = pollster::block_on(matmul_q8(
             &gpu,
@@ -224,21 +244,30 @@ mod tests {
             1,
             &QuantizedMatrix::quantize(&[0.0; 8], 2, 4).expect("valid shape"),
             &[0.0; 2],
+            Activation::None,
         ))
         .expect_err("x of the wrong length must be rejected");
         assert!(err.to_string().contains("x has 3 values"), "{err}");
     }
 
     #[test]
-    fn pipeline_is_compiled_once() {
-        let Some(gpu) = gpu_or_skip("pipeline_is_compiled_once") else {
+    fn pipeline_is_compiled_once_per_constant() {
+        let Some(gpu) = gpu_or_skip("pipeline_is_compiled_once_per_constant") else {
             return;
         };
         pollster::block_on(async {
-            let a = MatmulQ8::new(&gpu).await.expect("compiles");
-            let b = MatmulQ8::new(&gpu).await.expect("compiles");
+            let a = MatmulQ8::new(&gpu, Activation::None)
+                .await
+                .expect("compiles");
+            let b = MatmulQ8::new(&gpu, Activation::None)
+                .await
+                .expect("compiles");
+            let relu = MatmulQ8::new(&gpu, Activation::Relu)
+                .await
+                .expect("compiles");
             assert!(Arc::ptr_eq(&a.pipeline, &b.pipeline));
+            assert!(!Arc::ptr_eq(&a.pipeline, &relu.pipeline));
         });
-        assert_eq!(gpu.pipelines().len(), 1);
+        assert_eq!(gpu.pipelines().len(), 2);
     }
 }

@@ -1,4 +1,5 @@
-// matmul_q8: Y = X · Wᵀ + b with int8 weights and f32 activations.
+// matmul_q8: Y = X · Wᵀ + b with int8 weights and f32 activations, optionally followed by ReLU
+// (the override constant `relu`: the FFN's first layer with its bias and activation fused).
 //
 // Weight layout (see `weights::QuantizedMatrix`): W is [n, k] row-major int8, four consecutive
 // values of a row packed little-endian into one u32 (byte j of word c in row r holds
@@ -25,6 +26,9 @@ struct Params {
 @group(0) @binding(5) var<storage, read_write> y: array<f32>; // [m, n]
 
 const TILE: u32 = 16u;
+
+// Apply max(0, y) to the output (set per pipeline by the Rust driver).
+override relu: bool = false;
 
 var<workgroup> x_tile: array<array<vec4<f32>, TILE>, TILE>; // [row in tile][word in chunk]
 var<workgroup> w_tile: array<array<u32, TILE>, TILE>;       // [feature in tile][word in chunk]
@@ -66,6 +70,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     }
 
     if (row < params.m && col < params.n) {
-        y[row * params.n + col] = acc * scale[col] + bias[col];
+        let value = acc * scale[col] + bias[col];
+        y[row * params.n + col] = select(value, max(value, 0.0), relu);
     }
 }
