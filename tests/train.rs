@@ -98,8 +98,8 @@ fn metrics(run: &Path) -> Vec<(usize, f64)> {
 fn tiny_training_reduces_the_loss_and_exports_a_valid_bundle() {
     let dir = scratch("loss");
     let (src, tgt) = fixture_corpus();
-    let config = write_config(&dir, 400, 100, (&src, &tgt));
-    let out = train_cmd(&config).output().expect("train runs");
+    let config_path = write_config(&dir, 400, 100, (&src, &tgt));
+    let out = train_cmd(&config_path).output().expect("train runs");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "train failed:\n{stderr}");
 
@@ -112,6 +112,20 @@ fn tiny_training_reduces_the_loss_and_exports_a_valid_bundle() {
     assert!(run.join("metrics.svg").exists());
 
     let bundle = Bundle::from_dir(&run.join("bundle")).expect("the exported bundle loads");
+    // Exporting the finished run again gives the same bytes.
+    let weights = std::fs::read(run.join("bundle/model.safetensors")).expect("weights");
+    std::fs::remove_dir_all(run.join("bundle")).expect("rm bundle");
+    let out = train_cmd(&config_path)
+        .arg("--export-only")
+        .output()
+        .expect("export runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let again = std::fs::read(run.join("bundle/model.safetensors")).expect("weights again");
+    assert!(weights == again, "re-export changed the weights");
     let config = bundle.config().clone();
     assert_eq!(config.d_model, 32);
     // int8 weights dequantize to within half a quantization step of the fp32 checkpoint.

@@ -8,7 +8,7 @@
 use clap::{Parser, ValueEnum};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use webnmt::train::run::{RunConfig, run};
+use webnmt::train::run::{RunConfig, export_only, run};
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum DeviceChoice {
@@ -30,6 +30,9 @@ struct Args {
     /// Continue the run in the config's run_dir from its newest complete checkpoint.
     #[arg(long)]
     resume: bool,
+    /// Only write run_dir/bundle again from the run's best weights; no training.
+    #[arg(long)]
+    export_only: bool,
     /// Where to train.
     #[arg(long, value_enum, default_value = "auto")]
     device: DeviceChoice,
@@ -111,6 +114,14 @@ fn train(args: Args) -> Result<(), String> {
     config.batch.validate().map_err(|e| e.to_string())?;
 
     let device = pick_device(args.device);
+    if args.export_only {
+        export_only(&config, &device).map_err(|e| e.to_string())?;
+        eprintln!(
+            "bundle written to {}",
+            config.run_dir.join("bundle").display()
+        );
+        return Ok(());
+    }
     let summary = run(&config, &device, args.resume).map_err(|e| e.to_string())?;
     let s = &summary.state;
     eprintln!(

@@ -5,7 +5,7 @@
 //! `data.txt` (cleaning and split report), `checkpoints/`, `best/`, `metrics.csv`,
 //! `metrics.svg`, held-out test sets, and `bundle/`.
 
-use super::{TrainData, TrainError, TrainOptions, TrainSummary, train};
+use super::{TrainData, TrainError, TrainOptions, TrainState, TrainSummary, train};
 use crate::config::{BOS_ID, ConfigError, EOS_ID, ModelConfig, PAD_ID};
 use crate::data::{
     BatchConfig, Batcher, CleanConfig, Corpus, CorpusFiles, DataError, SpecialIds, SplitConfig,
@@ -304,33 +304,81 @@ pub fn run(config: &RunConfig, device: &Device, resume: bool) -> Result<TrainSum
         resume,
     )?;
 
-    // Export the best weights.
-    let best = Transformer::new(&model_config, device)
-        .try_load_file(&summary.best_model)
-        .map_err(|e| RunError::Write {
-            path: summary.best_model.clone(),
-            reason: format!("cannot reload the best model: {e:?}"),
-        })?;
-    let metrics = serde_json::json!({
-        "steps": summary.state.step,
-        "epochs": summary.state.epoch,
-        "best_val_loss": summary.state.best_val_loss,
-        "last": summary.state.history.last(),
-        "stopped": summary.state.stopped,
-        "training_secs": summary.state.elapsed_secs,
-        "target_tokens": summary.state.target_tokens,
-    });
-    export_bundle(
-        &best,
+    export(
+        config,
         &model_config,
         &src_tok,
         &tgt_tok,
+        &summary.state,
+        device,
+    )?;
+    Ok(summary)
+}
+
+/// Writes `run_dir/bundle` from the run's best weights (`best/model.bpk`).
+fn export(
+    config: &RunConfig,
+    model_config: &ModelConfig,
+    src_tok: &Tokenizer,
+    tgt_tok: &Tokenizer,
+    state: &TrainState,
+    device: &Device,
+) -> Result<(), RunError> {
+    let path = config.run_dir.join("best").join("model.bpk");
+    let best = Transformer::new(model_config, device)
+        .try_load_file(&path)
+        .map_err(|e| RunError::Write {
+            path: path.clone(),
+            reason: format!("cannot load the best model: {e:?}"),
+        })?;
+    let metrics = serde_json::json!({
+        "steps": state.step,
+        "epochs": state.epoch,
+        "best_val_loss": state.best_val_loss,
+        "last": state.history.last(),
+        "stopped": state.stopped,
+        "training_secs": state.elapsed_secs,
+        "target_tokens": state.target_tokens,
+    });
+    export_bundle(
+        &best,
+        model_config,
+        src_tok,
+        tgt_tok,
         ExportInfo {
             source_lang: config.source_lang.clone(),
             target_lang: config.target_lang.clone(),
             metrics,
         },
-        &run_dir.join("bundle"),
+        &config.run_dir.join("bundle"),
     )?;
-    Ok(summary)
+    Ok(())
+}
+
+/// Exports an existing run again (its tokenizers, best weights and newest checkpoint's state)
+/// without training.
+pub fn export_only(config: &RunConfig, device: &Device) -> Result<(), RunError> {
+    let run_dir = &config.run_dir;
+    let missing = |what: &str, e: &dyn std::fmt::Display| RunError::Write {
+        path: run_dir.clone(),
+        reason: format!("{what}: {e}; train first (without --export-only)"),
+    };
+    let src_tok = Tokenizer::from_file(run_dir.join(crate::weights::SOURCE_TOKENIZER))?;
+    let tgt_tok = Tokenizer::from_file(run_dir.join(crate::weights::TARGET_TOKENIZER))?;
+    let model_config = config
+        .model
+        .resolve(src_tok.vocab_size(), tgt_tok.vocab_size())?;
+    let checkpoints =
+        super::checkpoint::Checkpoints::open(&run_dir.join("checkpoints"), usize::MAX)
+            .map_err(|e| missing("no checkpoints", &e))?;
+    let (_, latest) = checkpoints
+        .latest()
+        .map_err(|e| missing("no checkpoints", &e))?
+        .ok_or_else(|| missing("no checkpoints", &"none found"))?;
+    let state: TrainState = std::fs::read_to_string(latest.join("state.json"))
+        .map_err(|e| missing("unreadable state.json", &e))
+        .and_then(|json| {
+            serde_json::from_str(&json).map_err(|e| missing("unreadable state.json", &e))
+        })?;
+    export(config, &model_config, &src_tok, &tgt_tok, &state, device)
 }
