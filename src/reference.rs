@@ -85,6 +85,28 @@ pub fn embed(
     x
 }
 
+/// Per row of `logits` (`[histories.len(), vocab]`): log-softmax, the repetition penalty over
+/// the row's history, and the full penalized log-prob table — the oracle of `logits_topk`,
+/// built from the search module's own definitions.
+pub fn penalized_logprobs(
+    logits: &[f32],
+    vocab: usize,
+    histories: &[Vec<u32>],
+    penalty: f32,
+    window: usize,
+) -> Vec<Vec<f32>> {
+    logits
+        .chunks_exact(vocab)
+        .zip(histories)
+        .map(|(row, history)| {
+            let mut lp = row.to_vec();
+            crate::search::log_softmax(&mut lp);
+            crate::search::apply_repetition_penalty(&mut lp, history, penalty, window);
+            lp
+        })
+        .collect()
+}
+
 /// The paper's sinusoidal positional encoding, row-major `[seq_len, d_model]`:
 /// `PE[pos, 2i] = sin(pos / 10000^(2i / d_model))`, `PE[pos, 2i + 1] = cos(pos / 10000^(2i / d_model))`.
 ///

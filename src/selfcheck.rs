@@ -5,7 +5,7 @@
 
 use crate::gpu::{AdapterSummary, Gpu, GpuError};
 use crate::kernels::matmul_q8::{self, Activation};
-use crate::kernels::{add_layernorm, embed};
+use crate::kernels::{add_layernorm, embed, logits_topk};
 use crate::reference::{self, Comparison};
 use crate::weights::QuantizedMatrix;
 use rand::rngs::SmallRng;
@@ -45,6 +45,19 @@ pub const EMBED_SHAPES: &[(usize, usize, usize, usize, usize)] = &[
     (1, 149, 0, 64, 512),
 ];
 
+/// `(rows, vocab, k, window, penalty, ties)` shapes for `logits_topk`: greedy on a tiny
+/// vocabulary, k equal to the vocabulary, eight beams with the reference's penalty, model
+/// vocabularies, and integer logits full of exact ties (where the token ids must come out in
+/// ascending order, as `search::top_k` orders them).
+pub const LOGITS_TOPK_SHAPES: &[(usize, usize, usize, usize, f32, bool)] = &[
+    (1, 10, 1, 0, 1.0, false),
+    (2, 7, 7, 3, 1.5, false),
+    (8, 1003, 8, 30, 1.5, false),
+    (3, 5000, 4, 5, 2.0, false),
+    (4, 16000, 8, 30, 1.5, false),
+    (4, 300, 8, 0, 1.0, true),
+];
+
 /// One kernel run on one shape.
 #[derive(Clone, Debug, Serialize)]
 pub struct KernelCheck {
@@ -66,6 +79,7 @@ pub async fn run(gpu: &Gpu, seed: u64) -> Result<SelfCheckReport, GpuError> {
     let mut checks = check_matmul_q8(gpu, seed).await?;
     checks.extend(check_add_layernorm(gpu, seed).await?);
     checks.extend(check_embed(gpu, seed).await?);
+    checks.extend(check_logits_topk(gpu, seed).await?);
     Ok(SelfCheckReport {
         adapter: gpu.adapter().clone(),
         passed: checks.iter().all(|c| c.comparison.passed()),
@@ -159,6 +173,61 @@ pub async fn check_embed(gpu: &Gpu, seed: u64) -> Result<Vec<KernelCheck>, GpuEr
                 tokens.len()
             ),
             comparison: reference::compare(&got, &want, ATOL, RTOL),
+        });
+    }
+    Ok(checks)
+}
+
+/// `logits_topk` against [`reference::penalized_logprobs`] and `search::top_k`. The compared
+/// values are the kernel's k log-probs, then the reference's log-probs of the kernel's k token
+/// ids (so a wrong id shows even where scores agree), both against the reference's top k.
+pub async fn check_logits_topk(gpu: &Gpu, seed: u64) -> Result<Vec<KernelCheck>, GpuError> {
+    let mut rng = SmallRng::seed_from_u64(seed ^ 0x544b);
+    let mut checks = Vec::new();
+    for &(rows, vocab, k, window, penalty, ties) in LOGITS_TOPK_SHAPES {
+        let logits: Vec<f32> = uniform(&mut rng, rows * vocab)
+            .iter()
+            .map(|v| if ties { (3.0 * v).round() } else { 6.0 * v })
+            .collect();
+        // Histories that repeat tokens and include each row's most likely token, so the
+        // penalty changes the ranking.
+        let histories: Vec<Vec<u32>> = (0..rows)
+            .map(|r| {
+                let row = &logits[r * vocab..(r + 1) * vocab];
+                let best = (0..vocab)
+                    .max_by(|&a, &b| row[a].total_cmp(&row[b]))
+                    .unwrap_or(0);
+                let len = rng.random_range(0..40);
+                let mut h: Vec<u32> = (0..len)
+                    .map(|_| rng.random_range(0..vocab as u32))
+                    .collect();
+                h.push(best as u32);
+                h.push(best as u32);
+                h
+            })
+            .collect();
+        let got =
+            logits_topk::logits_topk(gpu, &logits, vocab, &histories, k, penalty, window).await?;
+        let table = reference::penalized_logprobs(&logits, vocab, &histories, penalty, window);
+        let (mut got_values, mut want_values) = (Vec::new(), Vec::new());
+        for (row, lp) in got.iter().zip(&table) {
+            let want = crate::search::top_k(lp, k);
+            got_values.extend(row.iter().map(|c| c.logprob));
+            got_values.extend(
+                row.iter()
+                    .map(|c| lp.get(c.token as usize).copied().unwrap_or(f32::NAN)),
+            );
+            want_values.extend(want.iter().map(|c| c.logprob));
+            want_values.extend(want.iter().map(|c| c.logprob));
+            if ties {
+                got_values.extend(row.iter().map(|c| c.token as f32));
+                want_values.extend(want.iter().map(|c| c.token as f32));
+            }
+        }
+        checks.push(KernelCheck {
+            kernel: logits_topk::NAME,
+            shape: format!("rows={rows} vocab={vocab} k={k} window={window} penalty={penalty}"),
+            comparison: reference::compare(&got_values, &want_values, ATOL, RTOL),
         });
     }
     Ok(checks)

@@ -4,12 +4,14 @@
 
 pub mod add_layernorm;
 pub mod embed;
+pub mod logits_topk;
 pub mod matmul_q8;
 
 /// Every kernel's WGSL source by name, for tests that check all shaders at once.
 pub const ALL: &[(&str, &str)] = &[
     (add_layernorm::NAME, add_layernorm::SOURCE),
     (embed::NAME, embed::SOURCE),
+    (logits_topk::NAME, logits_topk::SOURCE),
     (matmul_q8::NAME, matmul_q8::SOURCE),
 ];
 

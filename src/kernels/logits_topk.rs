@@ -1,0 +1,229 @@
+//! Driver for `logits_topk.wgsl`: log-softmax, repetition penalty and top-k per beam, read back
+//! as `(token, log-prob)` candidates for [`crate::search`].
+
+use crate::gpu::{Gpu, GpuError, PipelineKey};
+use crate::search::Candidate;
+use std::sync::Arc;
+
+/// The kernel's name: its pipeline-cache key and debug label.
+pub const NAME: &str = "logits_topk";
+/// The WGSL source.
+pub const SOURCE: &str = include_str!("logits_topk.wgsl");
+/// The largest `k` the kernel supports (`K_MAX` in the shader).
+pub const K_MAX: usize = 8;
+
+/// Mirrors `struct Params` in `logits_topk.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct Params {
+    rows: u32,
+    vocab: u32,
+    k: u32,
+    window: u32,
+    penalty: f32,
+    history_cap: u32,
+    _pad0: u32,
+    _pad1: u32,
+}
+const _: () = assert!(size_of::<Params>() == 32);
+
+/// The compiled kernel.
+pub struct LogitsTopK {
+    pipeline: Arc<wgpu::ComputePipeline>,
+}
+
+/// The buffers and sizes of one dispatch.
+pub struct LogitsTopKArgs<'a> {
+    /// `[rows, vocab]` f32.
+    pub logits: &'a wgpu::Buffer,
+    /// `[rows, history_cap]` u32: each row's generated tokens so far.
+    pub history: &'a wgpu::Buffer,
+    /// `[rows]` u32: how many of a row's history slots are filled.
+    pub history_len: &'a wgpu::Buffer,
+    /// `[rows, k, 2]` u32 output: token id, then the log-prob's bits.
+    pub top: &'a wgpu::Buffer,
+    pub rows: usize,
+    pub vocab: usize,
+    pub k: usize,
+    pub history_cap: usize,
+    pub penalty: f32,
+    pub window: usize,
+}
+
+impl LogitsTopK {
+    /// Compiles the kernel (or takes it from the device's pipeline cache).
+    pub async fn new(gpu: &Gpu) -> Result<Self, GpuError> {
+        let pipeline = gpu.pipeline(&PipelineKey::new(NAME), SOURCE).await?;
+        Ok(Self { pipeline })
+    }
+
+    /// Records one dispatch into `encoder`.
+    pub fn encode(
+        &self,
+        gpu: &Gpu,
+        encoder: &mut wgpu::CommandEncoder,
+        args: &LogitsTopKArgs<'_>,
+    ) -> Result<(), GpuError> {
+        let max = gpu.device.limits().max_compute_workgroups_per_dimension as usize;
+        if args.rows == 0 || args.rows > max || args.k == 0 || args.k > K_MAX.min(args.vocab) {
+            return Err(shape_error(format!(
+                "rows = {}, k = {}, vocab = {}: need 1 ≤ rows ≤ {max} and 1 ≤ k ≤ min({K_MAX}, vocab)",
+                args.rows, args.k, args.vocab
+            )));
+        }
+        let need = |len: usize| (len.max(1) * 4) as u64;
+        if args.logits.size() < need(args.rows * args.vocab)
+            || args.history.size() < need(args.rows * args.history_cap)
+            || args.history_len.size() < need(args.rows)
+            || args.top.size() < need(args.rows * args.k * 2)
+        {
+            return Err(shape_error(format!(
+                "buffers too small for rows = {}, vocab = {}, k = {}, history_cap = {}",
+                args.rows, args.vocab, args.k, args.history_cap
+            )));
+        }
+        let params = gpu.uniform(
+            "logits_topk params",
+            &Params {
+                rows: args.rows as u32,
+                vocab: args.vocab as u32,
+                k: args.k as u32,
+                window: args.window as u32,
+                penalty: args.penalty,
+                history_cap: args.history_cap as u32,
+                _pad0: 0,
+                _pad1: 0,
+            },
+        );
+        let bind_group = gpu.bind_group(
+            &self.pipeline,
+            &[
+                &params,
+                args.logits,
+                args.history,
+                args.history_len,
+                args.top,
+            ],
+        );
+        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: Some(NAME),
+            timestamp_writes: None,
+        });
+        pass.set_pipeline(&self.pipeline);
+        pass.set_bind_group(0, &bind_group, &[]);
+        pass.dispatch_workgroups(args.rows as u32, 1, 1);
+        Ok(())
+    }
+}
+
+/// Runs the kernel once on host data: `logits` is `[histories.len(), vocab]`; returns each row's
+/// top `k` candidates, best first.
+pub async fn logits_topk(
+    gpu: &Gpu,
+    logits: &[f32],
+    vocab: usize,
+    histories: &[Vec<u32>],
+    k: usize,
+    penalty: f32,
+    window: usize,
+) -> Result<Vec<Vec<Candidate>>, GpuError> {
+    let rows = histories.len();
+    if vocab == 0 || logits.len() != rows * vocab {
+        return Err(shape_error(format!(
+            "logits has {} values, expected rows · vocab = {rows} · {vocab}",
+            logits.len()
+        )));
+    }
+    let cap = histories.iter().map(Vec::len).max().unwrap_or(0).max(1);
+    let mut history = vec![0u32; rows * cap];
+    for (r, h) in histories.iter().enumerate() {
+        history[r * cap..r * cap + h.len()].copy_from_slice(h);
+    }
+    let lens: Vec<u32> = histories.iter().map(|h| h.len() as u32).collect();
+    let kernel = LogitsTopK::new(gpu).await?;
+    let top = gpu
+        .checked(NAME, async {
+            let logits = gpu.storage_from("logits_topk logits", logits);
+            let history = gpu.storage_from("logits_topk history", &history);
+            let history_len = gpu.storage_from("logits_topk history_len", &lens);
+            let top = gpu.storage_zeroed("logits_topk top", rows * k * 2);
+            let mut encoder = gpu.device.create_command_encoder(&Default::default());
+            kernel.encode(
+                gpu,
+                &mut encoder,
+                &LogitsTopKArgs {
+                    logits: &logits,
+                    history: &history,
+                    history_len: &history_len,
+                    top: &top,
+                    rows,
+                    vocab,
+                    k,
+                    history_cap: cap,
+                    penalty,
+                    window,
+                },
+            )?;
+            gpu.queue.submit([encoder.finish()]);
+            Ok::<_, GpuError>(top)
+        })
+        .await??;
+    let words: Vec<u32> = bytemuck::pod_collect_to_vec(&gpu.read_bytes(&top).await?);
+    Ok(words
+        .chunks_exact(2 * k)
+        .map(|row| {
+            row.chunks_exact(2)
+                .map(|c| Candidate {
+                    token: c[0],
+                    logprob: f32::from_bits(c[1]),
+                })
+                .collect()
+        })
+        .collect())
+}
+
+fn shape_error(message: String) -> GpuError {
+    GpuError::Shape {
+        kernel: NAME,
+        message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::gpu::testing::gpu_or_skip;
+    use crate::selfcheck;
+
+    #[test]
+    fn logits_topk_matches_reference() {
+        let Some(gpu) = gpu_or_skip("logits_topk_matches_reference") else {
+            return;
+        };
+        let checks = pollster::block_on(selfcheck::check_logits_topk(&gpu, 3))
+            .expect("the kernel runs on this adapter");
+        assert_eq!(checks.len(), selfcheck::LOGITS_TOPK_SHAPES.len());
+        let failed: Vec<_> = checks.iter().filter(|c| !c.comparison.passed()).collect();
+        assert!(
+            failed.is_empty(),
+            "mismatches against the reference: {failed:#?}"
+        );
+    }
+
+    #[test]
+    fn k_above_the_kernel_limit_is_rejected() {
+        let Some(gpu) = gpu_or_skip("k_above_the_kernel_limit_is_rejected") else {
+            return;
+        };
+        let err = pollster::block_on(super::logits_topk(
+            &gpu,
+            &[0.0; 20],
+            20,
+            &[vec![]],
+            9,
+            1.0,
+            0,
+        ))
+        .expect_err("k = 9 > K_MAX");
+        assert!(err.to_string().contains("k = 9"), "{err}");
+    }
+}

@@ -1,0 +1,144 @@
+// logits_topk: for every row (beam) of output logits — log-softmax, the repetition penalty, and
+// the k best (token, log-prob) pairs: the only data a decoder step reads back (8 bytes per
+// candidate, 64 bytes per beam at k = 8).
+//
+// Penalty (as search::apply_repetition_penalty): every distinct token among the row's last
+// `window` generated tokens has its log-prob multiplied by `penalty`. Order: descending
+// log-prob, ties by ascending token id (as search::top_k).
+//
+// One workgroup of 128 invocations handles one row: two reductions give the log-sum-exp, each
+// invocation keeps the top k of its strided share of the vocabulary, and invocation 0 merges the
+// 128 short lists. k ≤ K_MAX.
+
+struct Params {
+    rows: u32,        // rows (beams) of logits
+    vocab: u32,       // logits per row
+    k: u32,           // candidates per row, 1..=K_MAX
+    window: u32,      // repetition window in tokens (0: off)
+    penalty: f32,     // repetition penalty (1: off)
+    history_cap: u32, // history slots per row
+    _pad0: u32,
+    _pad1: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> logits: array<f32>;         // [rows, vocab]
+@group(0) @binding(2) var<storage, read> history: array<u32>;        // [rows, history_cap]
+@group(0) @binding(3) var<storage, read> history_len: array<u32>;    // [rows]
+@group(0) @binding(4) var<storage, read_write> top: array<u32>;      // [rows, k, 2]: id, bitcast<u32>(log-prob)
+
+const WG: u32 = 128u;
+const K_MAX: u32 = 8u;
+const NONE: u32 = 0xffffffffu;
+
+var<workgroup> reduce_buf: array<f32, WG>;
+var<workgroup> cand_score: array<f32, 1024>; // WG * K_MAX
+var<workgroup> cand_id: array<u32, 1024>;
+
+// True when (sa, ia) ranks before (sb, ib).
+fn before(sa: f32, ia: u32, sb: f32, ib: u32) -> bool {
+    return sa > sb || (sa == sb && ia < ib);
+}
+
+fn reduce(lid: u32, value: f32, is_max: bool) -> f32 {
+    reduce_buf[lid] = value;
+    workgroupBarrier();
+    for (var stride = WG / 2u; stride > 0u; stride >>= 1u) {
+        if (lid < stride) {
+            let other = reduce_buf[lid + stride];
+            reduce_buf[lid] = select(reduce_buf[lid] + other, max(reduce_buf[lid], other), is_max);
+        }
+        workgroupBarrier();
+    }
+    let result = reduce_buf[0];
+    workgroupBarrier();
+    return result;
+}
+
+fn penalized(row: u32, token: u32) -> bool {
+    let len = min(history_len[row], params.history_cap);
+    let start = len - min(len, params.window);
+    for (var j = start; j < len; j++) {
+        if (history[row * params.history_cap + j] == token) {
+            return true;
+        }
+    }
+    return false;
+}
+
+@compute @workgroup_size(128)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) local: vec3<u32>) {
+    let row = wg.x;
+    let lid = local.x;
+    let base = row * params.vocab;
+
+    var local_max = -3.0e38;
+    for (var t = lid; t < params.vocab; t += WG) {
+        local_max = max(local_max, logits[base + t]);
+    }
+    let row_max = reduce(lid, local_max, true);
+    var local_sum = 0.0;
+    for (var t = lid; t < params.vocab; t += WG) {
+        local_sum += exp(logits[base + t] - row_max);
+    }
+    let log_sum = row_max + log(reduce(lid, local_sum, false));
+
+    // This invocation's top k, best first.
+    var best_score: array<f32, K_MAX>;
+    var best_id: array<u32, K_MAX>;
+    for (var i = 0u; i < K_MAX; i++) {
+        best_score[i] = -3.0e38;
+        best_id[i] = NONE;
+    }
+    let k = params.k;
+    for (var t = lid; t < params.vocab; t += WG) {
+        var lp = logits[base + t] - log_sum;
+        if (params.penalty != 1.0 && penalized(row, t)) {
+            lp *= params.penalty;
+        }
+        if (!before(lp, t, best_score[k - 1u], best_id[k - 1u])) {
+            continue;
+        }
+        var i = k - 1u;
+        while (i > 0u && before(lp, t, best_score[i - 1u], best_id[i - 1u])) {
+            best_score[i] = best_score[i - 1u];
+            best_id[i] = best_id[i - 1u];
+            i--;
+        }
+        best_score[i] = lp;
+        best_id[i] = t;
+    }
+    for (var i = 0u; i < K_MAX; i++) {
+        cand_score[lid * K_MAX + i] = best_score[i];
+        cand_id[lid * K_MAX + i] = best_id[i];
+    }
+    workgroupBarrier();
+
+    if (lid == 0u) {
+        var final_score: array<f32, K_MAX>;
+        var final_id: array<u32, K_MAX>;
+        for (var i = 0u; i < K_MAX; i++) {
+            final_score[i] = -3.0e38;
+            final_id[i] = NONE;
+        }
+        for (var c = 0u; c < WG * K_MAX; c++) {
+            let s = cand_score[c];
+            let id = cand_id[c];
+            if (id == NONE || !before(s, id, final_score[k - 1u], final_id[k - 1u])) {
+                continue;
+            }
+            var i = k - 1u;
+            while (i > 0u && before(s, id, final_score[i - 1u], final_id[i - 1u])) {
+                final_score[i] = final_score[i - 1u];
+                final_id[i] = final_id[i - 1u];
+                i--;
+            }
+            final_score[i] = s;
+            final_id[i] = id;
+        }
+        for (var i = 0u; i < k; i++) {
+            top[(row * k + i) * 2u] = final_id[i];
+            top[(row * k + i) * 2u + 1u] = bitcast<u32>(final_score[i]);
+        }
+    }
+}
