@@ -107,6 +107,52 @@ pub fn penalized_logprobs(
         .collect()
 }
 
+/// Scaled dot-product attention over interleaved heads, as `attention.wgsl`: masked keys
+/// (at or past `key_len[b]`, or after the query's position when causal) score −1e9, as in the
+/// burn model. Returns the context `[batch, n_queries, d_model]` and the weights
+/// `[batch, n_heads, n_queries, n_keys]`.
+pub fn attention(
+    s: &crate::kernels::attention::AttentionShape,
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    key_len: &[u32],
+) -> (Vec<f32>, Vec<f32>) {
+    let (d, dh) = (s.d_model, s.d_model / s.n_heads);
+    let mut context = vec![0.0; s.batch * s.n_queries * d];
+    let mut weights = vec![0.0; s.batch * s.n_heads * s.n_queries * s.n_keys];
+    for b in 0..s.batch {
+        for h in 0..s.n_heads {
+            for i in 0..s.n_queries {
+                let qi = &q[(b * s.n_queries + i) * d + h * dh..][..dh];
+                let scores: Vec<f32> = (0..s.n_keys)
+                    .map(|j| {
+                        let hidden = j >= key_len[b] as usize || (s.causal && j > s.q_offset + i);
+                        if hidden {
+                            return -1e9;
+                        }
+                        let kj = &k[(b * s.kv_stride + j) * d + h * dh..][..dh];
+                        qi.iter().zip(kj).map(|(a, c)| a * c).sum::<f32>() / (dh as f32).sqrt()
+                    })
+                    .collect();
+                let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                let exps: Vec<f32> = scores.iter().map(|x| (x - max).exp()).collect();
+                let sum: f32 = exps.iter().sum();
+                let w_base = ((b * s.n_heads + h) * s.n_queries + i) * s.n_keys;
+                for (j, e) in exps.iter().enumerate() {
+                    let w = e / sum;
+                    weights[w_base + j] = w;
+                    let vj = &v[(b * s.kv_stride + j) * d + h * dh..][..dh];
+                    for (c, x) in vj.iter().enumerate() {
+                        context[(b * s.n_queries + i) * d + h * dh + c] += w * x;
+                    }
+                }
+            }
+        }
+    }
+    (context, weights)
+}
+
 /// The paper's sinusoidal positional encoding, row-major `[seq_len, d_model]`:
 /// `PE[pos, 2i] = sin(pos / 10000^(2i / d_model))`, `PE[pos, 2i + 1] = cos(pos / 10000^(2i / d_model))`.
 ///

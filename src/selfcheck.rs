@@ -4,8 +4,9 @@
 //! test) can see that the kernels compute the right thing on their own adapter.
 
 use crate::gpu::{AdapterSummary, Gpu, GpuError};
+use crate::kernels::attention::AttentionShape;
 use crate::kernels::matmul_q8::{self, Activation};
-use crate::kernels::{add_layernorm, embed, logits_topk};
+use crate::kernels::{add_layernorm, attention, embed, logits_topk};
 use crate::reference::{self, Comparison};
 use crate::weights::QuantizedMatrix;
 use rand::rngs::SmallRng;
@@ -58,6 +59,62 @@ pub const LOGITS_TOPK_SHAPES: &[(usize, usize, usize, usize, f32, bool)] = &[
     (4, 300, 8, 0, 1.0, true),
 ];
 
+/// Shapes for `attention`: encoder self-attention with padding, cross-attention of one decoder
+/// step for eight beams, decoder self-attention over a partly filled KV cache, a causal full
+/// decoder pass, and a long source with eight heads.
+pub const ATTENTION_SHAPES: &[AttentionShape] = &[
+    AttentionShape {
+        batch: 2,
+        n_queries: 7,
+        n_keys: 7,
+        kv_stride: 7,
+        d_model: 32,
+        n_heads: 2,
+        q_offset: 0,
+        causal: false,
+    },
+    AttentionShape {
+        batch: 8,
+        n_queries: 1,
+        n_keys: 33,
+        kv_stride: 33,
+        d_model: 64,
+        n_heads: 4,
+        q_offset: 0,
+        causal: false,
+    },
+    AttentionShape {
+        batch: 4,
+        n_queries: 1,
+        n_keys: 5,
+        kv_stride: 20,
+        d_model: 32,
+        n_heads: 2,
+        q_offset: 4,
+        causal: true,
+    },
+    AttentionShape {
+        batch: 1,
+        n_queries: 33,
+        n_keys: 33,
+        kv_stride: 33,
+        d_model: 256,
+        n_heads: 4,
+        q_offset: 0,
+        causal: true,
+    },
+    AttentionShape {
+        batch: 1,
+        n_queries: 3,
+        n_keys: 149,
+        kv_stride: 150,
+        d_model: 512,
+        n_heads: 8,
+        q_offset: 0,
+        causal: false,
+    },
+];
+
 /// One kernel run on one shape.
 #[derive(Clone, Debug, Serialize)]
 pub struct KernelCheck {
@@ -80,6 +137,7 @@ pub async fn run(gpu: &Gpu, seed: u64) -> Result<SelfCheckReport, GpuError> {
     checks.extend(check_add_layernorm(gpu, seed).await?);
     checks.extend(check_embed(gpu, seed).await?);
     checks.extend(check_logits_topk(gpu, seed).await?);
+    checks.extend(check_attention(gpu, seed).await?);
     Ok(SelfCheckReport {
         adapter: gpu.adapter().clone(),
         passed: checks.iter().all(|c| c.comparison.passed()),
@@ -228,6 +286,53 @@ pub async fn check_logits_topk(gpu: &Gpu, seed: u64) -> Result<Vec<KernelCheck>,
             kernel: logits_topk::NAME,
             shape: format!("rows={rows} vocab={vocab} k={k} window={window} penalty={penalty}"),
             comparison: reference::compare(&got_values, &want_values, ATOL, RTOL),
+        });
+    }
+    Ok(checks)
+}
+
+/// `attention` against [`reference::attention`] on every shape of [`ATTENTION_SHAPES`]: one
+/// check of the context and one of the weights per shape.
+pub async fn check_attention(gpu: &Gpu, seed: u64) -> Result<Vec<KernelCheck>, GpuError> {
+    let mut rng = SmallRng::seed_from_u64(seed ^ 0x4154);
+    let mut checks = Vec::new();
+    for s in ATTENTION_SHAPES {
+        let q = uniform(&mut rng, s.batch * s.n_queries * s.d_model);
+        let k: Vec<f32> = uniform(&mut rng, s.batch * s.kv_stride * s.d_model)
+            .iter()
+            .map(|x| 3.0 * x)
+            .collect();
+        let v = uniform(&mut rng, s.batch * s.kv_stride * s.d_model);
+        // Padding in every batch row but the first (the causal shapes keep all keys).
+        let key_len: Vec<u32> = (0..s.batch)
+            .map(|b| {
+                if b == 0 || s.causal {
+                    s.n_keys as u32
+                } else {
+                    rng.random_range(1..=s.n_keys as u32)
+                }
+            })
+            .collect();
+        let (context, weights) = attention::attention(gpu, s, &q, &k, &v, &key_len).await?;
+        let (want_context, want_weights) = reference::attention(s, &q, &k, &v, &key_len);
+        let name = format!(
+            "batch={} queries={} keys={} d_model={} heads={}{}",
+            s.batch,
+            s.n_queries,
+            s.n_keys,
+            s.d_model,
+            s.n_heads,
+            if s.causal { " causal" } else { "" }
+        );
+        checks.push(KernelCheck {
+            kernel: attention::NAME,
+            shape: format!("{name} context"),
+            comparison: reference::compare(&context, &want_context, ATOL, RTOL),
+        });
+        checks.push(KernelCheck {
+            kernel: attention::NAME,
+            shape: format!("{name} weights"),
+            comparison: reference::compare(&weights, &want_weights, ATOL, RTOL),
         });
     }
     Ok(checks)

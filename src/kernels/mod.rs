@@ -3,6 +3,7 @@
 //! Every kernel has a plain-Rust twin in [`crate::reference`] with the same name.
 
 pub mod add_layernorm;
+pub mod attention;
 pub mod embed;
 pub mod logits_topk;
 pub mod matmul_q8;
@@ -10,6 +11,7 @@ pub mod matmul_q8;
 /// Every kernel's WGSL source by name, for tests that check all shaders at once.
 pub const ALL: &[(&str, &str)] = &[
     (add_layernorm::NAME, add_layernorm::SOURCE),
+    (attention::NAME, attention::SOURCE),
     (embed::NAME, embed::SOURCE),
     (logits_topk::NAME, logits_topk::SOURCE),
     (matmul_q8::NAME, matmul_q8::SOURCE),
