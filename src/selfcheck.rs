@@ -338,6 +338,21 @@ pub async fn check_attention(gpu: &Gpu, seed: u64) -> Result<Vec<KernelCheck>, G
     Ok(checks)
 }
 
+/// Test helper: every check ran and matched, and there were `expected` of them.
+///
+/// # Panics
+/// On a GPU error, a missing check or any mismatch, listing the mismatches.
+#[cfg(test)]
+pub(crate) fn assert_all_match(checks: Result<Vec<KernelCheck>, GpuError>, expected: usize) {
+    let checks = checks.unwrap_or_else(|e| panic!("the kernel did not run on this adapter: {e}"));
+    assert_eq!(checks.len(), expected, "number of checks");
+    let failed: Vec<_> = checks.iter().filter(|c| !c.comparison.passed()).collect();
+    assert!(
+        failed.is_empty(),
+        "mismatches against the reference: {failed:#?}"
+    );
+}
+
 fn uniform(rng: &mut SmallRng, len: usize) -> Vec<f32> {
     (0..len).map(|_| rng.random_range(-1.0..1.0)).collect()
 }

@@ -52,6 +52,13 @@ pub enum GpuError {
     },
 }
 
+impl GpuError {
+    /// A [`GpuError::Shape`] for `kernel`.
+    pub fn shape(kernel: &'static str, message: String) -> Self {
+        Self::Shape { kernel, message }
+    }
+}
+
 /// What the user sees of the adapter: enough to tell lavapipe, SwiftShader and real GPUs apart.
 #[derive(Clone, Debug, Serialize)]
 pub struct AdapterSummary {

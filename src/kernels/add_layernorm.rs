@@ -59,18 +59,22 @@ impl AddLayerNorm {
         let need = |len: usize| (len * 4) as u64;
         let max = gpu.device.limits().max_compute_workgroups_per_dimension as usize;
         if rows == 0 || d == 0 || rows > max {
-            return Err(shape_error(format!(
-                "rows = {rows}, d_model = {d}: both must be at least 1 and rows at most {max}"
-            )));
+            return Err(GpuError::shape(
+                NAME,
+                format!(
+                    "rows = {rows}, d_model = {d}: both must be at least 1 and rows at most {max}"
+                ),
+            ));
         }
         let small = [args.x, args.residual, args.y]
             .iter()
             .any(|b| b.size() < need(rows * d))
             || [args.gamma, args.beta].iter().any(|b| b.size() < need(d));
         if small {
-            return Err(shape_error(format!(
-                "buffers too small for rows = {rows}, d_model = {d}"
-            )));
+            return Err(GpuError::shape(
+                NAME,
+                format!("buffers too small for rows = {rows}, d_model = {d}"),
+            ));
         }
         let params = gpu.uniform(
             "add_layernorm params",
@@ -117,14 +121,17 @@ pub async fn add_layernorm(
 ) -> Result<Vec<f32>, GpuError> {
     let d = gamma.len();
     if d == 0 || beta.len() != d || x.len() != residual.len() || !x.len().is_multiple_of(d) {
-        return Err(shape_error(format!(
-            "x has {} values, residual {}, gamma {}, beta {}: x and residual must be \
+        return Err(GpuError::shape(
+            NAME,
+            format!(
+                "x has {} values, residual {}, gamma {}, beta {}: x and residual must be \
              [rows, d_model] with d_model = gamma.len() = beta.len()",
-            x.len(),
-            residual.len(),
-            gamma.len(),
-            beta.len()
-        )));
+                x.len(),
+                residual.len(),
+                gamma.len(),
+                beta.len()
+            ),
+        ));
     }
     let kernel = AddLayerNorm::new(gpu).await?;
     let y = gpu
@@ -153,13 +160,6 @@ pub async fn add_layernorm(
     gpu.read_f32(&y).await
 }
 
-fn shape_error(message: String) -> GpuError {
-    GpuError::Shape {
-        kernel: NAME,
-        message,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use crate::gpu::testing::gpu_or_skip;
@@ -170,14 +170,8 @@ mod tests {
         let Some(gpu) = gpu_or_skip("add_layernorm_matches_reference") else {
             return;
         };
-        let checks = pollster::block_on(selfcheck::check_add_layernorm(&gpu, 11))
-            .expect("the kernel runs on this adapter");
-        assert_eq!(checks.len(), selfcheck::ADD_LAYERNORM_SHAPES.len());
-        let failed: Vec<_> = checks.iter().filter(|c| !c.comparison.passed()).collect();
-        assert!(
-            failed.is_empty(),
-            "mismatches against the reference: {failed:#?}"
-        );
+        let checks = pollster::block_on(selfcheck::check_add_layernorm(&gpu, 11));
+        selfcheck::assert_all_match(checks, selfcheck::ADD_LAYERNORM_SHAPES.len());
     }
 
     #[test]

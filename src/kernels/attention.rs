@@ -97,10 +97,13 @@ impl Attention {
             || !s.d_model.is_multiple_of(s.n_heads)
             || [s.batch, s.n_queries, s.n_heads].iter().any(|&n| n > max);
         if bad {
-            return Err(shape_error(format!(
-                "{s:?}: need at least one query and key, n_keys ≤ {MAX_KEYS} and ≤ kv_stride, \
+            return Err(GpuError::shape(
+                NAME,
+                format!(
+                    "{s:?}: need at least one query and key, n_keys ≤ {MAX_KEYS} and ≤ kv_stride, \
                  d_model divisible by n_heads, and batch, n_queries, n_heads ≤ {max}"
-            )));
+                ),
+            ));
         }
         let need = |len: usize| (len * 4) as u64;
         let small = args.q.size() < need(s.batch * s.n_queries * s.d_model)
@@ -113,7 +116,10 @@ impl Attention {
                 .weights
                 .is_some_and(|w| w.size() < need(s.batch * s.n_heads * s.n_queries * s.n_keys));
         if small {
-            return Err(shape_error(format!("buffers too small for {s:?}")));
+            return Err(GpuError::shape(
+                NAME,
+                format!("buffers too small for {s:?}"),
+            ));
         }
         let params = gpu.uniform(
             "attention params",
@@ -170,13 +176,16 @@ pub async fn attention(
         || v.len() != k.len()
         || key_len.len() != s.batch
     {
-        return Err(shape_error(format!(
-            "q has {}, k {}, v {}, key_len {} values: not the sizes of {s:?}",
-            q.len(),
-            k.len(),
-            v.len(),
-            key_len.len()
-        )));
+        return Err(GpuError::shape(
+            NAME,
+            format!(
+                "q has {}, k {}, v {}, key_len {} values: not the sizes of {s:?}",
+                q.len(),
+                k.len(),
+                v.len(),
+                key_len.len()
+            ),
+        ));
     }
     let kernel = Attention::new(gpu).await?;
     let (context, weights) = gpu
@@ -206,13 +215,6 @@ pub async fn attention(
     Ok((gpu.read_f32(&context).await?, gpu.read_f32(&weights).await?))
 }
 
-fn shape_error(message: String) -> GpuError {
-    GpuError::Shape {
-        kernel: NAME,
-        message,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use crate::gpu::testing::gpu_or_skip;
@@ -223,13 +225,7 @@ mod tests {
         let Some(gpu) = gpu_or_skip("attention_matches_reference") else {
             return;
         };
-        let checks = pollster::block_on(selfcheck::check_attention(&gpu, 9))
-            .expect("the kernel runs on this adapter");
-        assert_eq!(checks.len(), 2 * selfcheck::ATTENTION_SHAPES.len());
-        let failed: Vec<_> = checks.iter().filter(|c| !c.comparison.passed()).collect();
-        assert!(
-            failed.is_empty(),
-            "mismatches against the reference: {failed:#?}"
-        );
+        let checks = pollster::block_on(selfcheck::check_attention(&gpu, 9));
+        selfcheck::assert_all_match(checks, 2 * selfcheck::ATTENTION_SHAPES.len());
     }
 }

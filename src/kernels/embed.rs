@@ -68,18 +68,21 @@ impl Embed {
         let last_pos = args.start_pos + args.seq_len.min(args.rows);
         let max = gpu.device.limits().max_compute_workgroups_per_dimension as usize;
         if args.rows == 0 || args.seq_len == 0 || args.rows > max || last_pos > max_pos {
-            return Err(shape_error(format!(
-                "rows = {}, seq_len = {}, start_pos = {}: need rows and seq_len ≥ 1, rows ≤ {max} \
+            return Err(GpuError::shape(
+                NAME,
+                format!(
+                    "rows = {}, seq_len = {}, start_pos = {}: need rows and seq_len ≥ 1, rows ≤ {max} \
                  and positions < {max_pos} (the positional table's length)",
-                args.rows, args.seq_len, args.start_pos
-            )));
+                    args.rows, args.seq_len, args.start_pos
+                ),
+            ));
         }
         if args.tokens.size() < (args.rows * 4) as u64 || args.x.size() < (args.rows * d * 4) as u64
         {
-            return Err(shape_error(format!(
-                "buffers too small for {} rows of d_model = {d}",
-                args.rows
-            )));
+            return Err(GpuError::shape(
+                NAME,
+                format!("buffers too small for {} rows of d_model = {d}", args.rows),
+            ));
         }
         let params = gpu.uniform(
             "embed params",
@@ -159,13 +162,6 @@ pub async fn embed(
     gpu.read_f32(&x).await
 }
 
-fn shape_error(message: String) -> GpuError {
-    GpuError::Shape {
-        kernel: NAME,
-        message,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use crate::gpu::testing::gpu_or_skip;
@@ -176,13 +172,7 @@ mod tests {
         let Some(gpu) = gpu_or_skip("embed_matches_reference") else {
             return;
         };
-        let checks = pollster::block_on(selfcheck::check_embed(&gpu, 5))
-            .expect("the kernel runs on this adapter");
-        assert_eq!(checks.len(), selfcheck::EMBED_SHAPES.len());
-        let failed: Vec<_> = checks.iter().filter(|c| !c.comparison.passed()).collect();
-        assert!(
-            failed.is_empty(),
-            "mismatches against the reference: {failed:#?}"
-        );
+        let checks = pollster::block_on(selfcheck::check_embed(&gpu, 5));
+        selfcheck::assert_all_match(checks, selfcheck::EMBED_SHAPES.len());
     }
 }

@@ -66,10 +66,13 @@ impl LogitsTopK {
     ) -> Result<(), GpuError> {
         let max = gpu.device.limits().max_compute_workgroups_per_dimension as usize;
         if args.rows == 0 || args.rows > max || args.k == 0 || args.k > K_MAX.min(args.vocab) {
-            return Err(shape_error(format!(
-                "rows = {}, k = {}, vocab = {}: need 1 ≤ rows ≤ {max} and 1 ≤ k ≤ min({K_MAX}, vocab)",
-                args.rows, args.k, args.vocab
-            )));
+            return Err(GpuError::shape(
+                NAME,
+                format!(
+                    "rows = {}, k = {}, vocab = {}: need 1 ≤ rows ≤ {max} and 1 ≤ k ≤ min({K_MAX}, vocab)",
+                    args.rows, args.k, args.vocab
+                ),
+            ));
         }
         let need = |len: usize| (len.max(1) * 4) as u64;
         if args.logits.size() < need(args.rows * args.vocab)
@@ -77,10 +80,13 @@ impl LogitsTopK {
             || args.history_len.size() < need(args.rows)
             || args.top.size() < need(args.rows * args.k * 2)
         {
-            return Err(shape_error(format!(
-                "buffers too small for rows = {}, vocab = {}, k = {}, history_cap = {}",
-                args.rows, args.vocab, args.k, args.history_cap
-            )));
+            return Err(GpuError::shape(
+                NAME,
+                format!(
+                    "buffers too small for rows = {}, vocab = {}, k = {}, history_cap = {}",
+                    args.rows, args.vocab, args.k, args.history_cap
+                ),
+            ));
         }
         let params = gpu.uniform(
             "logits_topk params",
@@ -129,10 +135,13 @@ pub async fn logits_topk(
 ) -> Result<Vec<Vec<Candidate>>, GpuError> {
     let rows = histories.len();
     if vocab == 0 || logits.len() != rows * vocab {
-        return Err(shape_error(format!(
-            "logits has {} values, expected rows · vocab = {rows} · {vocab}",
-            logits.len()
-        )));
+        return Err(GpuError::shape(
+            NAME,
+            format!(
+                "logits has {} values, expected rows · vocab = {rows} · {vocab}",
+                logits.len()
+            ),
+        ));
     }
     let cap = histories.iter().map(Vec::len).max().unwrap_or(0).max(1);
     let mut history = vec![0u32; rows * cap];
@@ -182,13 +191,6 @@ pub async fn logits_topk(
         .collect())
 }
 
-fn shape_error(message: String) -> GpuError {
-    GpuError::Shape {
-        kernel: NAME,
-        message,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use crate::gpu::testing::gpu_or_skip;
@@ -199,14 +201,8 @@ mod tests {
         let Some(gpu) = gpu_or_skip("logits_topk_matches_reference") else {
             return;
         };
-        let checks = pollster::block_on(selfcheck::check_logits_topk(&gpu, 3))
-            .expect("the kernel runs on this adapter");
-        assert_eq!(checks.len(), selfcheck::LOGITS_TOPK_SHAPES.len());
-        let failed: Vec<_> = checks.iter().filter(|c| !c.comparison.passed()).collect();
-        assert!(
-            failed.is_empty(),
-            "mismatches against the reference: {failed:#?}"
-        );
+        let checks = pollster::block_on(selfcheck::check_logits_topk(&gpu, 3));
+        selfcheck::assert_all_match(checks, selfcheck::LOGITS_TOPK_SHAPES.len());
     }
 
     #[test]

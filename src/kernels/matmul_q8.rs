@@ -40,14 +40,20 @@ impl GpuQ8Matrix {
     /// Uploads `w` (`[n, k]`) and `bias` (`[n]`).
     pub fn upload(gpu: &Gpu, w: &QuantizedMatrix, bias: &[f32]) -> Result<Self, GpuError> {
         if bias.len() != w.n {
-            return Err(shape_error(format!(
-                "bias has {} values but the weight has {} output features",
-                bias.len(),
-                w.n
-            )));
+            return Err(GpuError::shape(
+                NAME,
+                format!(
+                    "bias has {} values but the weight has {} output features",
+                    bias.len(),
+                    w.n
+                ),
+            ));
         }
         if w.n == 0 || w.k == 0 {
-            return Err(shape_error(format!("empty weight [{}, {}]", w.n, w.k)));
+            return Err(GpuError::shape(
+                NAME,
+                format!("empty weight [{}, {}]", w.n, w.k),
+            ));
         }
         Ok(Self {
             n: w.n,
@@ -98,21 +104,27 @@ impl MatmulQ8 {
         check_shape(m, w.n, w.k)?;
         let need = |len: usize| (len * 4) as u64;
         if x.size() < need(m * w.k) || y.size() < need(m * w.n) {
-            return Err(shape_error(format!(
-                "buffers too small for m={m}, n={}, k={}: x has {} bytes, y has {} bytes",
-                w.n,
-                w.k,
-                x.size(),
-                y.size()
-            )));
+            return Err(GpuError::shape(
+                NAME,
+                format!(
+                    "buffers too small for m={m}, n={}, k={}: x has {} bytes, y has {} bytes",
+                    w.n,
+                    w.k,
+                    x.size(),
+                    y.size()
+                ),
+            ));
         }
         let groups = [(w.n as u32).div_ceil(TILE), (m as u32).div_ceil(TILE)];
         let max = gpu.device.limits().max_compute_workgroups_per_dimension;
         if groups.iter().any(|&g| g > max) {
-            return Err(shape_error(format!(
-                "m={m}, n={} needs {groups:?} workgroups; this adapter allows {max} per dimension",
-                w.n
-            )));
+            return Err(GpuError::shape(
+                NAME,
+                format!(
+                    "m={m}, n={} needs {groups:?} workgroups; this adapter allows {max} per dimension",
+                    w.n
+                ),
+            ));
         }
         let params = gpu.uniform(
             "matmul_q8 params",
@@ -150,12 +162,15 @@ pub async fn matmul_q8(
 ) -> Result<Vec<f32>, GpuError> {
     check_shape(m, w.n, w.k)?;
     if x.len() != m * w.k {
-        return Err(shape_error(format!(
-            "x has {} values, expected m·k = {m}·{} = {}",
-            x.len(),
-            w.k,
-            m * w.k
-        )));
+        return Err(GpuError::shape(
+            NAME,
+            format!(
+                "x has {} values, expected m·k = {m}·{} = {}",
+                x.len(),
+                w.k,
+                m * w.k
+            ),
+        ));
     }
     let kernel = MatmulQ8::new(gpu, activation).await?;
     let y = gpu
@@ -174,25 +189,27 @@ pub async fn matmul_q8(
 
 fn check_shape(m: usize, n: usize, k: usize) -> Result<(), GpuError> {
     if !k.is_multiple_of(4) {
-        return Err(shape_error(format!(
-            "k = {k} is not a multiple of 4; int8 weights are packed four per u32 \
+        return Err(GpuError::shape(
+            NAME,
+            format!(
+                "k = {k} is not a multiple of 4; int8 weights are packed four per u32 \
              (pad the input features to a multiple of 4)"
-        )));
+            ),
+        ));
     }
     if m == 0 || n == 0 || k == 0 {
-        return Err(shape_error(format!("empty problem m={m}, n={n}, k={k}")));
+        return Err(GpuError::shape(
+            NAME,
+            format!("empty problem m={m}, n={n}, k={k}"),
+        ));
     }
     if [m, n, k].iter().any(|&d| d > u32::MAX as usize / 4) {
-        return Err(shape_error(format!("m={m}, n={n}, k={k} is too large")));
+        return Err(GpuError::shape(
+            NAME,
+            format!("m={m}, n={n}, k={k} is too large"),
+        ));
     }
     Ok(())
-}
-
-fn shape_error(message: String) -> GpuError {
-    GpuError::Shape {
-        kernel: NAME,
-        message,
-    }
 }
 
 #[cfg(test)]
@@ -206,14 +223,8 @@ mod tests {
         let Some(gpu) = gpu_or_skip("matmul_q8_matches_reference") else {
             return;
         };
-        let checks = pollster::block_on(selfcheck::check_matmul_q8(&gpu, 7))
-            .expect("the kernel runs on this adapter");
-        assert_eq!(checks.len(), selfcheck::MATMUL_Q8_SHAPES.len());
-        let failed: Vec<_> = checks.iter().filter(|c| !c.comparison.passed()).collect();
-        assert!(
-            failed.is_empty(),
-            "mismatches against the reference: {failed:#?}"
-        );
+        let checks = pollster::block_on(selfcheck::check_matmul_q8(&gpu, 7));
+        selfcheck::assert_all_match(checks, selfcheck::MATMUL_Q8_SHAPES.len());
     }
 
     #[test]
