@@ -39,6 +39,26 @@ impl Gpu {
             })
     }
 
+    /// Records one compute pass of `pipeline` over `groups` workgroups, with `buffers` bound to
+    /// group 0 as in [`Gpu::bind_group`].
+    pub fn dispatch(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        label: &str,
+        pipeline: &wgpu::ComputePipeline,
+        buffers: &[&wgpu::Buffer],
+        groups: [u32; 3],
+    ) {
+        let bind_group = self.bind_group(pipeline, buffers);
+        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: Some(label),
+            timestamp_writes: None,
+        });
+        pass.set_pipeline(pipeline);
+        pass.set_bind_group(0, &bind_group, &[]);
+        pass.dispatch_workgroups(groups[0], groups[1], groups[2]);
+    }
+
     /// A bind group for group 0 of `pipeline` with `buffers` at bindings 0, 1, 2, … in order
     /// (by convention: the uniform params first, then the inputs, the output last).
     pub fn bind_group(

@@ -85,7 +85,9 @@ impl AddLayerNorm {
                 _pad: 0,
             },
         );
-        let bind_group = gpu.bind_group(
+        gpu.dispatch(
+            encoder,
+            NAME,
             &self.pipeline,
             &[
                 &params,
@@ -95,14 +97,8 @@ impl AddLayerNorm {
                 args.beta,
                 args.y,
             ],
+            [rows as u32, 1, 1],
         );
-        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-            label: Some(NAME),
-            timestamp_writes: None,
-        });
-        pass.set_pipeline(&self.pipeline);
-        pass.set_bind_group(0, &bind_group, &[]);
-        pass.dispatch_workgroups(rows as u32, 1, 1);
         Ok(())
     }
 }

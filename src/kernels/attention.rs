@@ -137,7 +137,9 @@ impl Attention {
             },
         );
         let weights = args.weights.unwrap_or(&self.no_weights);
-        let bind_group = gpu.bind_group(
+        gpu.dispatch(
+            encoder,
+            NAME,
             &self.pipeline,
             &[
                 &params,
@@ -148,14 +150,8 @@ impl Attention {
                 weights,
                 args.context,
             ],
+            [s.n_queries as u32, s.n_heads as u32, s.batch as u32],
         );
-        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-            label: Some(NAME),
-            timestamp_writes: None,
-        });
-        pass.set_pipeline(&self.pipeline);
-        pass.set_bind_group(0, &bind_group, &[]);
-        pass.dispatch_workgroups(s.n_queries as u32, s.n_heads as u32, s.batch as u32);
         Ok(())
     }
 }

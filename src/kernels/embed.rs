@@ -97,7 +97,9 @@ impl Embed {
                 _pad1: 0,
             },
         );
-        let bind_group = gpu.bind_group(
+        gpu.dispatch(
+            encoder,
+            NAME,
             &self.pipeline,
             &[
                 &params,
@@ -107,14 +109,8 @@ impl Embed {
                 args.positions,
                 args.x,
             ],
+            [(d as u32 / 4).div_ceil(WORKGROUP), args.rows as u32, 1],
         );
-        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-            label: Some(NAME),
-            timestamp_writes: None,
-        });
-        pass.set_pipeline(&self.pipeline);
-        pass.set_bind_group(0, &bind_group, &[]);
-        pass.dispatch_workgroups((d as u32 / 4).div_ceil(WORKGROUP), args.rows as u32, 1);
         Ok(())
     }
 }

@@ -101,7 +101,9 @@ impl LogitsTopK {
                 _pad1: 0,
             },
         );
-        let bind_group = gpu.bind_group(
+        gpu.dispatch(
+            encoder,
+            NAME,
             &self.pipeline,
             &[
                 &params,
@@ -110,14 +112,8 @@ impl LogitsTopK {
                 args.history_len,
                 args.top,
             ],
+            [args.rows as u32, 1, 1],
         );
-        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-            label: Some(NAME),
-            timestamp_writes: None,
-        });
-        pass.set_pipeline(&self.pipeline);
-        pass.set_bind_group(0, &bind_group, &[]);
-        pass.dispatch_workgroups(args.rows as u32, 1, 1);
         Ok(())
     }
 }

@@ -135,17 +135,13 @@ impl MatmulQ8 {
                 _pad: 0,
             },
         );
-        let bind_group = gpu.bind_group(
+        gpu.dispatch(
+            encoder,
+            NAME,
             &self.pipeline,
             &[&params, x, &w.packed, &w.scale, &w.bias, y],
+            [groups[0], groups[1], 1],
         );
-        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-            label: Some(NAME),
-            timestamp_writes: None,
-        });
-        pass.set_pipeline(&self.pipeline);
-        pass.set_bind_group(0, &bind_group, &[]);
-        pass.dispatch_workgroups(groups[0], groups[1], 1);
         Ok(())
     }
 }

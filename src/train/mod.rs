@@ -102,17 +102,10 @@ pub enum TrainError {
     },
     #[error("checkpoint {path} is unreadable ({message}); delete it to resume from the one before")]
     Checkpoint { path: PathBuf, message: String },
+    #[error("cannot write a checkpoint under the run's checkpoints/ folder: {0}")]
+    CheckpointIo(#[from] std::io::Error),
     #[error("the training loss became {0} (not a number); lower lr_factor or raise warmup_steps")]
     Diverged(f32),
-}
-
-impl From<std::io::Error> for TrainError {
-    fn from(source: std::io::Error) -> Self {
-        Self::Io {
-            path: PathBuf::new(),
-            source,
-        }
-    }
 }
 
 /// Progress of a run: saved in every checkpoint as `state.json`.
