@@ -45,6 +45,10 @@ struct Args {
     /// Override the optimizer-step limit (0: none).
     #[arg(long)]
     max_steps: Option<usize>,
+    /// Wall-clock budget of this invocation in minutes, then validate, checkpoint and export
+    /// (default 0: none). `--resume` continues the run.
+    #[arg(long)]
+    max_minutes: Option<f64>,
     /// Override the epoch limit (default 50).
     #[arg(long)]
     max_epochs: Option<usize>,
@@ -103,6 +107,7 @@ fn train(args: Args) -> Result<(), String> {
     set(&mut t.eval_every, args.eval_every);
     set(&mut t.patience, args.patience);
     set(&mut config.batch.max_tokens, args.max_tokens);
+    t.max_minutes = args.max_minutes.unwrap_or(t.max_minutes);
     t.lr_factor = args.lr_factor.unwrap_or(t.lr_factor);
     t.label_smoothing = args.label_smoothing.unwrap_or(t.label_smoothing);
     t.seed = args.seed.unwrap_or(t.seed);

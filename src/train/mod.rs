@@ -52,6 +52,9 @@ pub struct TrainOptions {
     pub max_epochs: usize,
     /// Optimizer-step limit; 0 means no limit.
     pub max_steps: usize,
+    /// Wall-clock budget of this invocation in minutes; 0 means none. When it runs out the
+    /// run validates, checkpoints and exports; `--resume` continues it.
+    pub max_minutes: f64,
     /// Log a training-loss row every this many steps.
     pub log_every: usize,
     /// Validate (loss, perplexity, BLEU, chrF) and checkpoint every this many steps.
@@ -80,6 +83,7 @@ impl Default for TrainOptions {
             adam_epsilon: 1e-9,
             max_epochs: 50,
             max_steps: 0,
+            max_minutes: 0.0,
             log_every: 50,
             eval_every: 1000,
             bleu_sentences: 200,
@@ -156,8 +160,16 @@ impl TrainOptions {
                 self.label_smoothing
             ));
         }
-        if self.lr_factor <= 0.0 || self.clip_norm < 0.0 || self.min_delta < 0.0 {
-            return fail("lr_factor must be positive; clip_norm and min_delta non-negative".into());
+        if self.lr_factor <= 0.0
+            || self.clip_norm < 0.0
+            || self.min_delta < 0.0
+            || self.max_minutes.is_nan()
+            || self.max_minutes < 0.0
+        {
+            return fail(
+                "lr_factor must be positive; clip_norm, min_delta and max_minutes non-negative"
+                    .into(),
+            );
         }
         if self.max_epochs == 0 && self.max_steps == 0 {
             return fail("set max_epochs or max_steps".into());
@@ -346,7 +358,9 @@ pub fn train(
 
             let log_now = state.step.is_multiple_of(options.log_every);
             let eval_now = state.step.is_multiple_of(options.eval_every);
-            let last = state.step >= total_steps;
+            let out_of_time = options.max_minutes > 0.0
+                && started.elapsed().as_secs_f64() >= options.max_minutes * 60.0;
+            let last = state.step >= total_steps || out_of_time;
             if log_now || eval_now || last {
                 let secs = window_start.elapsed().as_secs_f64().max(1e-9);
                 let mut row = MetricsRow {
@@ -411,7 +425,7 @@ pub fn train(
                 }
                 state.history.push(row);
                 state.elapsed_secs = elapsed_before + started.elapsed().as_secs_f64();
-                if last && state.stopped.is_none() {
+                if last && !out_of_time && state.stopped.is_none() {
                     state.stopped = Some(format!("reached {total_steps} steps"));
                 }
                 metrics::write(run_dir, &state.history).map_err(io(run_dir))?;
@@ -419,6 +433,15 @@ pub fn train(
                     save_checkpoint(&checkpoints, &model, &optim, &state)?;
                 }
                 if state.stopped.is_some() {
+                    break 'epochs;
+                }
+                if out_of_time {
+                    bar.suspend(|| {
+                        eprintln!(
+                            "stopping after the {} minute budget at step {}; --resume continues",
+                            options.max_minutes, state.step
+                        )
+                    });
                     break 'epochs;
                 }
             }
