@@ -56,7 +56,8 @@ pub fn named_weights(model: &Transformer) -> BTreeMap<String, Vec<f32>> {
         .collect()
 }
 
-fn transpose(values: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+/// `[rows, cols]` → `[cols, rows]`, row-major.
+pub(crate) fn transpose(values: &[f32], rows: usize, cols: usize) -> Vec<f32> {
     let mut out = vec![0.0; values.len()];
     for r in 0..rows {
         for c in 0..cols {

@@ -9,6 +9,7 @@
 //! - [`weights`]: the int8 weight layout and the validated model bundle;
 //! - [`selfcheck`]: runs every kernel against its reference on seeded inputs (native tests and
 //!   the page both use it);
+//! - [`infer`]: the GPU engine (encoder pass, decoder step, text in → text out);
 //! - [`search`]: beam search (diverse groups, length and repetition penalties) over a
 //!   [`search::StepModel`], CPU only and engine-agnostic;
 //! - [`eval`]: sacreBLEU-compatible BLEU and chrF, and the reference implementation's error
@@ -24,6 +25,7 @@ pub mod eval;
 #[cfg(feature = "train")]
 pub mod export;
 pub mod gpu;
+pub mod infer;
 pub mod kernels;
 #[cfg(feature = "train")]
 pub mod model;

@@ -153,6 +153,27 @@ pub fn attention(
     (context, weights)
 }
 
+/// Beam reordering plus append of one KV cache, as `kv_cache.wgsl`: row `r` of the result holds
+/// positions `< t` of row `parent[r]` of `src` and `new[r]` at position `t`; later positions
+/// are zero. Caches are `[rows, capacity, d_model]`.
+pub fn kv_cache(
+    parent: &[u32],
+    new: &[f32],
+    src: &[f32],
+    d_model: usize,
+    capacity: usize,
+    t: usize,
+) -> Vec<f32> {
+    let mut dst = vec![0.0; parent.len() * capacity * d_model];
+    for (r, &p) in parent.iter().enumerate() {
+        let from = p as usize * capacity * d_model;
+        let to = r * capacity * d_model;
+        dst[to..][..t * d_model].copy_from_slice(&src[from..][..t * d_model]);
+        dst[to + t * d_model..][..d_model].copy_from_slice(&new[r * d_model..][..d_model]);
+    }
+    dst
+}
+
 /// The paper's sinusoidal positional encoding, row-major `[seq_len, d_model]`:
 /// `PE[pos, 2i] = sin(pos / 10000^(2i / d_model))`, `PE[pos, 2i + 1] = cos(pos / 10000^(2i / d_model))`.
 ///

@@ -6,7 +6,7 @@
 use crate::gpu::{AdapterSummary, Gpu, GpuError};
 use crate::kernels::attention::AttentionShape;
 use crate::kernels::matmul_q8::{self, Activation};
-use crate::kernels::{add_layernorm, attention, embed, logits_topk};
+use crate::kernels::{add_layernorm, attention, embed, kv_cache, logits_topk};
 use crate::reference::{self, Comparison};
 use crate::weights::QuantizedMatrix;
 use rand::rngs::SmallRng;
@@ -115,6 +115,15 @@ pub const ATTENTION_SHAPES: &[AttentionShape] = &[
     },
 ];
 
+/// Shapes for `kv_cache`: (parents, d_model, capacity, t) — the first step (t = 0), a beam of
+/// four reordered with repeats, a shrinking beam, and a long cache of the base model's width.
+pub const KV_CACHE_SHAPES: &[(&[u32], usize, usize, usize)] = &[
+    (&[0, 0, 0], 32, 8, 0),
+    (&[2, 0, 0, 3], 64, 10, 5),
+    (&[1, 3], 96, 6, 5),
+    (&[0, 1], 512, 150, 149),
+];
+
 /// One kernel run on one shape.
 #[derive(Clone, Debug, Serialize)]
 pub struct KernelCheck {
@@ -138,6 +147,7 @@ pub async fn run(gpu: &Gpu, seed: u64) -> Result<SelfCheckReport, GpuError> {
     checks.extend(check_embed(gpu, seed).await?);
     checks.extend(check_logits_topk(gpu, seed).await?);
     checks.extend(check_attention(gpu, seed).await?);
+    checks.extend(check_kv_cache(gpu, seed).await?);
     Ok(SelfCheckReport {
         adapter: gpu.adapter().clone(),
         passed: checks.iter().all(|c| c.comparison.passed()),
@@ -355,4 +365,31 @@ pub(crate) fn assert_all_match(checks: Result<Vec<KernelCheck>, GpuError>, expec
 
 fn uniform(rng: &mut SmallRng, len: usize) -> Vec<f32> {
     (0..len).map(|_| rng.random_range(-1.0..1.0)).collect()
+}
+
+/// Runs `kv_cache` on every shape of [`KV_CACHE_SHAPES`]; keys and values are checked apart.
+pub async fn check_kv_cache(gpu: &Gpu, seed: u64) -> Result<Vec<KernelCheck>, GpuError> {
+    let mut rng = SmallRng::seed_from_u64(seed ^ 0x4b56);
+    let mut checks = Vec::new();
+    for &(parent, d, capacity, t) in KV_CACHE_SHAPES {
+        let src_rows = parent.iter().max().map_or(1, |&p| p as usize + 1);
+        let src = uniform(&mut rng, src_rows * capacity * d);
+        let new = uniform(&mut rng, parent.len() * d);
+        let (k, v) = kv_cache::kv_cache(gpu, parent, &new, &src, d, capacity, t).await?;
+        let want_k = reference::kv_cache(parent, &new, &src, d, capacity, t);
+        let shift = |x: &[f32]| x.iter().map(|v| v + 1000.0).collect::<Vec<_>>();
+        let want_v = reference::kv_cache(parent, &shift(&new), &shift(&src), d, capacity, t);
+        let name = format!(
+            "rows={} d_model={d} capacity={capacity} t={t}",
+            parent.len()
+        );
+        for (what, got, want) in [("keys", &k, &want_k), ("values", &v, &want_v)] {
+            checks.push(KernelCheck {
+                kernel: kv_cache::NAME,
+                shape: format!("{name} {what}"),
+                comparison: reference::compare(got, want, ATOL, RTOL),
+            });
+        }
+    }
+    Ok(checks)
 }

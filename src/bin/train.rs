@@ -73,6 +73,9 @@ struct Args {
     /// Override early-stopping patience in validations (default 10; 0 disables).
     #[arg(long)]
     patience: Option<usize>,
+    /// Start from this bundle's weights and tokenizers (fresh optimizer; use a short warm-up).
+    #[arg(long)]
+    init_from: Option<PathBuf>,
     /// Override the seed (default 1).
     #[arg(long)]
     seed: Option<u64>,
@@ -111,6 +114,9 @@ fn train(args: Args) -> Result<(), String> {
     t.lr_factor = args.lr_factor.unwrap_or(t.lr_factor);
     t.label_smoothing = args.label_smoothing.unwrap_or(t.label_smoothing);
     t.seed = args.seed.unwrap_or(t.seed);
+    if let Some(dir) = args.init_from {
+        t.init_from = Some(cwd.join(dir));
+    }
     config
         .model
         .resolve(1000, 1000)

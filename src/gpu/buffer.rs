@@ -49,6 +49,7 @@ impl Gpu {
         buffers: &[&wgpu::Buffer],
         groups: [u32; 3],
     ) {
+        self.count_dispatch();
         let bind_group = self.bind_group(pipeline, buffers);
         let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
             label: Some(label),

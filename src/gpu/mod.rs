@@ -14,6 +14,7 @@ pub use pipeline::{PipelineCache, PipelineKey};
 
 use serde::Serialize;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Errors from GPU setup and GPU work. Each message says what the user can do about it.
 #[derive(Debug, thiserror::Error)]
@@ -74,6 +75,38 @@ pub struct Gpu {
     pub queue: wgpu::Queue,
     adapter: AdapterSummary,
     pipelines: PipelineCache,
+    counters: Counters,
+}
+
+/// Work sent to the device since it was created: what the benchmark and the engine's timings
+/// report per decoder step.
+#[derive(Default)]
+struct Counters {
+    dispatches: AtomicU64,
+    submits: AtomicU64,
+    bytes_read: AtomicU64,
+}
+
+/// A snapshot of [`Gpu::counts`]; subtract two to count the work in between.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct GpuCounts {
+    /// Compute dispatches recorded.
+    pub dispatches: u64,
+    /// Command buffers submitted.
+    pub submits: u64,
+    /// Bytes copied back to the CPU.
+    pub bytes_read: u64,
+}
+
+impl std::ops::Sub for GpuCounts {
+    type Output = GpuCounts;
+    fn sub(self, earlier: GpuCounts) -> GpuCounts {
+        GpuCounts {
+            dispatches: self.dispatches - earlier.dispatches,
+            submits: self.submits - earlier.submits,
+            bytes_read: self.bytes_read - earlier.bytes_read,
+        }
+    }
 }
 
 impl Gpu {
@@ -132,12 +165,27 @@ impl Gpu {
             queue,
             adapter: summary,
             pipelines: PipelineCache::default(),
+            counters: Counters::default(),
         })
     }
 
     /// The adapter this device runs on.
     pub fn adapter(&self) -> &AdapterSummary {
         &self.adapter
+    }
+
+    /// Dispatches, submits and bytes read back so far.
+    pub fn counts(&self) -> GpuCounts {
+        let c = &self.counters;
+        GpuCounts {
+            dispatches: c.dispatches.load(Ordering::Relaxed),
+            submits: c.submits.load(Ordering::Relaxed),
+            bytes_read: c.bytes_read.load(Ordering::Relaxed),
+        }
+    }
+
+    pub(crate) fn count_dispatch(&self) {
+        self.counters.dispatches.fetch_add(1, Ordering::Relaxed);
     }
 
     /// The compute pipeline for `key`, compiled on first use and cached for the device's life.
@@ -163,6 +211,7 @@ impl Gpu {
                     label: Some(context),
                 });
             record(&mut encoder);
+            self.counters.submits.fetch_add(1, Ordering::Relaxed);
             self.queue.submit([encoder.finish()]);
         })
         .await
@@ -204,15 +253,35 @@ impl Gpu {
 
     /// Copies `buffer` back to the CPU as raw bytes.
     pub async fn read_bytes(&self, buffer: &wgpu::Buffer) -> Result<Vec<u8>, GpuError> {
-        let size = buffer.size();
+        self.submit_and_read("readback", |_| {}, buffer, buffer.size())
+            .await
+    }
+
+    /// Records `record` and a copy of the first `len` bytes of `buffer` into one command
+    /// encoder, submits it once and returns those bytes: a decoder step's single submit and
+    /// single readback. `len` must be a multiple of 4 and at most the buffer's size.
+    pub async fn submit_and_read(
+        &self,
+        context: &str,
+        record: impl FnOnce(&mut wgpu::CommandEncoder),
+        buffer: &wgpu::Buffer,
+        len: u64,
+    ) -> Result<Vec<u8>, GpuError> {
+        if len == 0 || len > buffer.size() || !len.is_multiple_of(4) {
+            return Err(GpuError::Readback(format!(
+                "cannot read {len} bytes of a {}-byte buffer",
+                buffer.size()
+            )));
+        }
         let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("readback"),
-            size,
+            size: len,
             usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        self.submit("readback copy", |encoder| {
-            encoder.copy_buffer_to_buffer(buffer, 0, &staging, 0, size);
+        self.submit(context, |encoder| {
+            record(encoder);
+            encoder.copy_buffer_to_buffer(buffer, 0, &staging, 0, len);
         })
         .await?;
         let (sender, receiver) = futures_channel::oneshot::channel();
@@ -230,6 +299,7 @@ impl Gpu {
             .map_err(|e| GpuError::Readback(e.to_string()))?
             .to_vec();
         staging.unmap();
+        self.counters.bytes_read.fetch_add(len, Ordering::Relaxed);
         Ok(bytes)
     }
 

@@ -11,11 +11,14 @@
 
 mod attention;
 mod greedy;
+mod load;
+mod step;
 #[cfg(test)]
 mod tests;
 
 pub use attention::MultiHeadAttention;
 pub use greedy::greedy_decode;
+pub use step::{BurnSession, BurnStepError};
 
 use crate::config::{ModelConfig, PAD_ID};
 use crate::reference::positional_encoding;

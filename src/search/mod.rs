@@ -417,7 +417,11 @@ pub trait StepModel {
     /// tokens (exactly `k` unless the vocabulary is smaller) with their log-probabilities after
     /// [`apply_repetition_penalty`], sorted by descending log-prob, ties by ascending token id
     /// (as [`top_k`]).
-    fn step(&mut self, request: &StepRequest<'_>) -> Result<Vec<Vec<Candidate>>, Self::Error>;
+    /// Async so the GPU engine can await its readback in the browser as natively.
+    fn step(
+        &mut self,
+        request: &StepRequest<'_>,
+    ) -> impl Future<Output = Result<Vec<Vec<Candidate>>, Self::Error>>;
 }
 
 /// Replaces `logits` by their log-softmax, in place.
@@ -563,7 +567,7 @@ impl SearchResult {
 
 /// Runs beam search (greedy when `beam` is 1) for a source of `source_len` tokens, whose
 /// encoder output the model already holds. See the module docs for the exact semantics.
-pub fn beam_search<M: StepModel>(
+pub async fn beam_search<M: StepModel>(
     model: &mut M,
     options: &SearchOptions,
     source_len: usize,
@@ -575,6 +579,7 @@ pub fn beam_search<M: StepModel>(
         options.candidates_per_beam(),
         true,
     )
+    .await
 }
 
 /// A hypothesis still being extended.
@@ -600,7 +605,7 @@ struct Pick {
 
 /// [`beam_search`] with `k` and early termination chosen by the caller (tests compare both
 /// against the defaults).
-fn search<M: StepModel>(
+async fn search<M: StepModel>(
     model: &mut M,
     options: &SearchOptions,
     source_len: usize,
@@ -648,6 +653,7 @@ fn search<M: StepModel>(
         };
         let candidates = model
             .step(&request)
+            .await
             .map_err(|source| SearchError::Model { step, source })?;
         check_candidates(step, k, live.len(), &candidates)?;
         steps.push(StepTrace {

@@ -175,7 +175,7 @@ impl<F: FnMut(&[u32]) -> Vec<f32>> StepModel for TableModel<F> {
         self.max_len_cap
     }
 
-    fn step(&mut self, request: &StepRequest<'_>) -> Result<Vec<Vec<Candidate>>, TableError> {
+    async fn step(&mut self, request: &StepRequest<'_>) -> Result<Vec<Vec<Candidate>>, TableError> {
         self.check_rows(request)?;
         let mut out = Vec::with_capacity(request.rows.len());
         for row in &request.rows {

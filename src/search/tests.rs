@@ -1,5 +1,6 @@
 //! Beam search against hand-made score tables and seeded random ones.
 
+use pollster::block_on;
 use std::cell::RefCell;
 use std::convert::Infallible;
 
@@ -47,7 +48,7 @@ fn plain(beam: usize, groups: usize) -> SearchOptions {
 
 fn run(options: &SearchOptions, table: impl FnMut(&[u32]) -> Vec<f32>) -> SearchResult {
     let mut model = TableModel::new(V, BOS, EOS, CAP, table);
-    beam_search(&mut model, options, 5).expect("search runs")
+    block_on(beam_search(&mut model, options, 5)).expect("search runs")
 }
 
 fn best_tokens(result: &SearchResult) -> Vec<u32> {
@@ -138,7 +139,7 @@ fn random_search(
     early_termination: bool,
 ) -> SearchResult {
     let mut model = TableModel::new(vocab, BOS, EOS, CAP, random_table(seed, vocab));
-    search(&mut model, options, 4, k, early_termination).expect("search runs")
+    block_on(search(&mut model, options, 4, k, early_termination)).expect("search runs")
 }
 
 /// Greedy decoding written independently of the search: argmax (lowest id on ties) of the
@@ -344,7 +345,7 @@ fn max_length_is_respected() {
         ..plain(4, 1)
     };
     let mut model = TableModel::new(V, BOS, EOS, CAP, table);
-    let result = beam_search(&mut model, &options, 6).expect("search runs");
+    let result = block_on(beam_search(&mut model, &options, 6)).expect("search runs");
     assert_eq!(result.max_len, 5);
     assert_eq!(result.steps_taken(), 5);
     assert_eq!(result.hypotheses.len(), 4);
@@ -353,7 +354,7 @@ fn max_length_is_respected() {
         assert_eq!(h.finish, Finish::MaxLen);
     }
     let mut capped = TableModel::new(V, BOS, EOS, 3, table);
-    let result = beam_search(&mut capped, &options, 6).expect("search runs");
+    let result = block_on(beam_search(&mut capped, &options, 6)).expect("search runs");
     assert_eq!(result.steps_taken(), 3, "the model's cap wins");
     assert!(result.hypotheses.iter().all(|h| h.tokens.len() == 3));
 }
@@ -384,7 +385,7 @@ fn zero_max_len_is_an_error_not_an_empty_search() {
         ..plain(2, 1)
     };
     let mut model = TableModel::new(V, BOS, EOS, CAP, |_: &[u32]| dist(&[]));
-    let err = beam_search(&mut model, &options, 0).expect_err("nothing can be generated");
+    let err = block_on(beam_search(&mut model, &options, 0)).expect_err("nothing can be generated");
     assert!(matches!(
         err,
         SearchError::ZeroMaxLen {
@@ -542,7 +543,11 @@ fn invalid_options_are_rejected_with_the_right_error() {
     let mut model = TableModel::new(V, BOS, EOS, CAP, |_: &[u32]| -> Vec<f32> {
         panic!("the model must not be called with invalid options")
     });
-    let err = beam_search(&mut model, &SearchOptions { beam: 0, ..d() }, 5);
+    let err = block_on(beam_search(
+        &mut model,
+        &SearchOptions { beam: 0, ..d() },
+        5,
+    ));
     assert!(matches!(
         err,
         Err(SearchError::Options(OptionsError::ZeroBeam))
@@ -597,9 +602,9 @@ fn early_termination_stops_before_max_len_when_it_must() {
         ..plain(2, 1)
     };
     let mut model = TableModel::new(V, BOS, EOS, CAP, table);
-    let early = search(&mut model, &options, 5, 2, true).expect("search runs");
+    let early = block_on(search(&mut model, &options, 5, 2, true)).expect("search runs");
     let mut model = TableModel::new(V, BOS, EOS, CAP, table);
-    let full = search(&mut model, &options, 5, 2, false).expect("search runs");
+    let full = block_on(search(&mut model, &options, 5, 2, false)).expect("search runs");
     assert!(early.stopped_early);
     assert_eq!(early.steps_taken(), 1);
     assert_eq!(full.steps_taken(), full.max_len);
@@ -622,9 +627,9 @@ fn early_termination_bounds_live_hypotheses_at_max_len() {
         ..plain(2, 1)
     };
     let mut model = TableModel::new(V, BOS, EOS, CAP, table);
-    let early = search(&mut model, &options, 5, 2, true).expect("search runs");
+    let early = block_on(search(&mut model, &options, 5, 2, true)).expect("search runs");
     let mut model = TableModel::new(V, BOS, EOS, CAP, table);
-    let full = search(&mut model, &options, 5, 2, false).expect("search runs");
+    let full = block_on(search(&mut model, &options, 5, 2, false)).expect("search runs");
     assert_eq!(best_tokens(&full), vec![A; 6]);
     assert_eq!(early.hypotheses, full.hypotheses);
 }
@@ -710,7 +715,7 @@ impl StepModel for Scripted {
     fn max_len_cap(&self) -> usize {
         CAP
     }
-    fn step(&mut self, _: &StepRequest<'_>) -> Result<Vec<Vec<Candidate>>, Infallible> {
+    async fn step(&mut self, _: &StepRequest<'_>) -> Result<Vec<Vec<Candidate>>, Infallible> {
         Ok(self.0.clone())
     }
 }
@@ -718,7 +723,8 @@ impl StepModel for Scripted {
 #[test]
 fn malformed_model_output_is_rejected() {
     let c = |token, logprob| Candidate { token, logprob };
-    let run = |answer: Vec<Vec<Candidate>>| beam_search(&mut Scripted(answer), &plain(2, 1), 5);
+    let run =
+        |answer: Vec<Vec<Candidate>>| block_on(beam_search(&mut Scripted(answer), &plain(2, 1), 5));
     assert!(matches!(
         run(vec![vec![c(A, -1.0)], vec![c(A, -1.0)]]),
         Err(SearchError::RowCount {
@@ -753,7 +759,7 @@ fn malformed_model_output_is_rejected() {
     ));
     // The model's own errors come back with the step.
     let mut broken = TableModel::new(V, BOS, EOS, CAP, |_: &[u32]| vec![0.0; 3]);
-    let err = beam_search(&mut broken, &plain(2, 1), 5);
+    let err = block_on(beam_search(&mut broken, &plain(2, 1), 5));
     assert!(matches!(
         err,
         Err(SearchError::Model {
@@ -778,20 +784,16 @@ fn table_model_catches_broken_parent_bookkeeping() {
         repetition_window: 0,
         rows,
     };
-    model
-        .step(&request(0, vec![row(0, BOS, &[])]))
-        .expect("step 0 is fine");
-    let out_of_range = model.step(&request(1, vec![row(1, A, &[A])]));
+    block_on(model.step(&request(0, vec![row(0, BOS, &[])]))).expect("step 0 is fine");
+    let out_of_range = block_on(model.step(&request(1, vec![row(1, A, &[A])])));
     assert!(matches!(
         out_of_range,
         Err(TableError::ParentOutOfRange { parent: 1, .. })
     ));
-    let mismatch = model.step(&request(1, vec![row(0, A, &[B])]));
+    let mismatch = block_on(model.step(&request(1, vec![row(0, A, &[B])])));
     assert!(matches!(
         mismatch,
         Err(TableError::HistoryMismatch { row: 0, .. })
     ));
-    model
-        .step(&request(1, vec![row(0, A, &[A])]))
-        .expect("a consistent row is fine");
+    block_on(model.step(&request(1, vec![row(0, A, &[A])]))).expect("a consistent row is fine");
 }

@@ -67,6 +67,10 @@ pub struct TrainOptions {
     pub min_delta: f64,
     /// Complete checkpoints kept on disk.
     pub keep_checkpoints: usize,
+    /// Start from this bundle's weights and tokenizers instead of a random initialisation
+    /// (fine-tuning, or continuing a run whose checkpoints are gone). The optimizer starts
+    /// fresh; use a short warm-up.
+    pub init_from: Option<PathBuf>,
 }
 
 impl Default for TrainOptions {
@@ -90,6 +94,7 @@ impl Default for TrainOptions {
             patience: 10,
             min_delta: 0.001,
             keep_checkpoints: 3,
+            init_from: None,
         }
     }
 }
@@ -270,6 +275,21 @@ pub fn train(
     } else {
         None
     };
+    if let (None, Some(dir)) = (&latest, &options.init_from) {
+        let bad = |message: String| {
+            TrainError::Options(format!("--init-from {}: {message}", dir.display()))
+        };
+        let bundle = crate::weights::Bundle::from_dir(dir).map_err(|e| bad(e.to_string()))?;
+        let mut theirs = bundle.config().clone();
+        theirs.dropout = config.dropout;
+        if &theirs != config {
+            return Err(bad(format!(
+                "its model {theirs:?} differs from this run's {config:?}"
+            )));
+        }
+        model = Transformer::from_bundle(&bundle, &device).map_err(|e| bad(e.to_string()))?;
+        eprintln!("starting from the weights of {}", dir.display());
+    }
     if let Some((_, dir)) = latest {
         let bad = |message: String| TrainError::Checkpoint {
             path: dir.clone(),

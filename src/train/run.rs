@@ -127,6 +127,9 @@ impl RunConfig {
             }
         };
         fix(&mut self.run_dir);
+        if let Some(p) = self.training.init_from.as_mut() {
+            fix(p);
+        }
         for files in [
             Some(&mut self.corpus),
             self.dev.as_mut(),
@@ -177,10 +180,17 @@ fn tokenizer_for(
     resume: bool,
     lines: Vec<&str>,
     config: &TokenizerConfig,
+    init_from: Option<&Path>,
 ) -> Result<Tokenizer, RunError> {
     let path = run_dir.join(name);
     if resume && path.exists() {
         return Ok(Tokenizer::from_file(&path)?);
+    }
+    if let Some(bundle) = init_from {
+        // A run that starts from a bundle must use its vocabulary.
+        let tokenizer = Tokenizer::from_file(bundle.join(name))?;
+        tokenizer.save(&path)?;
+        return Ok(tokenizer);
     }
     eprintln!(
         "training {name} ({} lines, vocabulary {})",
@@ -255,6 +265,7 @@ pub fn run(config: &RunConfig, device: &Device, resume: bool) -> Result<TrainSum
         resume,
         train_pairs.iter().map(|p| p.source.as_str()).collect(),
         &config.source_tokenizer,
+        config.training.init_from.as_deref(),
     )?;
     let tgt_tok = tokenizer_for(
         run_dir,
@@ -262,6 +273,7 @@ pub fn run(config: &RunConfig, device: &Device, resume: bool) -> Result<TrainSum
         resume,
         train_pairs.iter().map(|p| p.target.as_str()).collect(),
         &config.target_tokenizer,
+        config.training.init_from.as_deref(),
     )?;
     let model_config = config
         .model

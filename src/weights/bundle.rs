@@ -60,6 +60,8 @@ pub struct Manifest {
 /// Everything that can be wrong with a bundle. Each message names the file or tensor.
 #[derive(Debug, thiserror::Error)]
 pub enum BundleError {
+    #[error("the bundle's weights do not fit the model it describes: {0}")]
+    ModelMismatch(String),
     #[error("{file} is missing from the model bundle: {reason}")]
     MissingFile { file: String, reason: String },
     #[error("manifest.json is not a valid webnmt manifest: {0}")]

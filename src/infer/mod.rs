@@ -1,0 +1,836 @@
+//! The GPU inference engine: a bundle's weights uploaded once, the encoder pass and the decoder
+//! step composed from the WGSL kernels, and text in → text out with beam search.
+//!
+//! - [`Engine::new`] uploads a validated [`Bundle`] and compiles every pipeline once.
+//! - The encoder runs all sentences of a request as one batch in one submit, and in the same
+//!   submit projects every decoder layer's cross-attention keys and values (once per sentence).
+//! - A decoder step ([`session::Session`], the [`crate::search::StepModel`] of the GPU) records
+//!   embedding, every layer and the logits top-k into one command encoder and submits it once;
+//!   the only readback is `rows × k` (token, log-prob) pairs. KV caches are reordered by parent
+//!   index on the GPU (`kv_cache.wgsl`). Step buffers are allocated once per sentence.
+//! - [`Engine::teacher_forced`] runs the decoder over a whole target at once (causal mask): the
+//!   cross-attention heatmap of the best hypothesis, and the logits the tests compare with burn.
+
+mod session;
+pub mod text;
+mod weights;
+
+pub use session::Session;
+pub use weights::UploadError;
+
+use crate::config::{BOS_ID, EOS_ID, ModelConfig, PAD_ID};
+use crate::gpu::{Gpu, GpuCounts, GpuError};
+use crate::kernels::add_layernorm::{AddLayerNorm, AddLayerNormArgs};
+use crate::kernels::attention::{Attention, AttentionArgs, AttentionShape};
+use crate::kernels::embed::{Embed, EmbedArgs};
+use crate::kernels::kv_cache::{KvCache, KvCacheArgs};
+use crate::kernels::logits_topk::{self, LogitsTopK};
+use crate::kernels::matmul_q8::{Activation, GpuQ8Matrix, MatmulQ8};
+use crate::search::{self, Hypothesis, SearchError, SearchOptions};
+use crate::tokenizer::{Tokenizer, TokenizerError};
+use crate::weights::Bundle;
+use serde::Serialize;
+use weights::{DecoderLayer, GpuWeights, Norm};
+
+/// Why a translation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    Upload(#[from] UploadError),
+    #[error(transparent)]
+    Gpu(#[from] GpuError),
+    #[error(transparent)]
+    Tokenizer(#[from] TokenizerError),
+    #[error(transparent)]
+    Options(#[from] search::OptionsError),
+    #[error(
+        "beam {beam} with {groups} groups asks the GPU for {k} candidates per row; the top-k \
+         kernel returns at most {max}: use a beam of at most {max}"
+    )]
+    TooManyCandidates {
+        beam: usize,
+        groups: usize,
+        k: usize,
+        max: usize,
+    },
+    #[error("beam search failed: {0}")]
+    Search(String),
+}
+
+impl From<SearchError<GpuError>> for EngineError {
+    fn from(e: SearchError<GpuError>) -> Self {
+        match e {
+            SearchError::Model { source, .. } => EngineError::Gpu(source),
+            SearchError::Options(o) => EngineError::Options(o),
+            other => EngineError::Search(other.to_string()),
+        }
+    }
+}
+
+/// Milliseconds from an arbitrary origin, on both targets (`Instant` panics in the browser).
+pub fn now_ms() -> f64 {
+    #[cfg(target_arch = "wasm32")]
+    {
+        js_sys::Date::now()
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        use std::sync::OnceLock;
+        static START: OnceLock<std::time::Instant> = OnceLock::new();
+        START
+            .get_or_init(std::time::Instant::now)
+            .elapsed()
+            .as_secs_f64()
+            * 1000.0
+    }
+}
+
+/// Every pipeline the engine uses, compiled once.
+pub(crate) struct Kernels {
+    matmul: MatmulQ8,
+    matmul_relu: MatmulQ8,
+    add_layernorm: AddLayerNorm,
+    embed: Embed,
+    attention: Attention,
+    kv_cache: KvCache,
+    logits_topk: LogitsTopK,
+}
+
+/// Activations of one pass, `rows` rows each: allocated once per encoder pass or sentence.
+pub(crate) struct Scratch {
+    rows: usize,
+    tokens: wgpu::Buffer,
+    x: wgpu::Buffer,
+    q: wgpu::Buffer,
+    k: wgpu::Buffer,
+    v: wgpu::Buffer,
+    ctx: wgpu::Buffer,
+    o: wgpu::Buffer,
+    x1: wgpu::Buffer,
+    x2: wgpu::Buffer,
+    h: wgpu::Buffer,
+    f: wgpu::Buffer,
+}
+
+impl Scratch {
+    fn new(gpu: &Gpu, rows: usize, config: &ModelConfig) -> Self {
+        let (d, d_ff) = (config.d_model, config.d_ff);
+        let buf = |label: &str, len: usize| gpu.storage_zeroed(label, rows.max(1) * len);
+        Self {
+            rows,
+            tokens: buf("tokens", 1),
+            x: buf("x", d),
+            q: buf("q", d),
+            k: buf("k", d),
+            v: buf("v", d),
+            ctx: buf("ctx", d),
+            o: buf("o", d),
+            x1: buf("x1", d),
+            x2: buf("x2", d),
+            h: buf("h", d_ff),
+            f: buf("f", d),
+        }
+    }
+}
+
+/// Where a decoder layer's self-attention keys and values come from.
+enum SelfKv<'a> {
+    /// A whole target at once: this pass's own projections (teacher forcing).
+    Full,
+    /// One step: append to the KV cache, reordered by parent, from `src` into `dst`.
+    Cache {
+        parent: &'a wgpu::Buffer,
+        src: (&'a wgpu::Buffer, &'a wgpu::Buffer),
+        dst: (&'a wgpu::Buffer, &'a wgpu::Buffer),
+        capacity: usize,
+        t: usize,
+    },
+}
+
+/// The cross-attention inputs of one decoder layer.
+struct Cross<'a> {
+    k: &'a wgpu::Buffer,
+    v: &'a wgpu::Buffer,
+    key_len: &'a wgpu::Buffer,
+    shape: AttentionShape,
+    /// Where to store the attention weights (the heatmap), if wanted.
+    weights: Option<&'a wgpu::Buffer>,
+}
+
+/// The encoder's output for a batch of sentences.
+pub struct Encoded {
+    /// Sentences in the batch.
+    pub batch: usize,
+    /// Padded source length.
+    pub seq: usize,
+    /// Source tokens per sentence.
+    pub lengths: Vec<usize>,
+    /// Per decoder layer: cross-attention keys and values `[batch, seq, d_model]`.
+    cross: Vec<(wgpu::Buffer, wgpu::Buffer)>,
+}
+
+/// The loaded model: tokenizers, weights on the GPU and compiled kernels.
+pub struct Engine {
+    gpu: Gpu,
+    config: ModelConfig,
+    source_tokenizer: Tokenizer,
+    target_tokenizer: Tokenizer,
+    kernels: Kernels,
+    weights: GpuWeights,
+    /// Milliseconds spent uploading weights and compiling pipelines.
+    pub load_ms: f64,
+}
+
+impl Engine {
+    /// Uploads `bundle` to `gpu` and compiles every kernel.
+    pub async fn new(gpu: Gpu, bundle: Bundle) -> Result<Self, EngineError> {
+        let start = now_ms();
+        let kernels = Kernels {
+            matmul: MatmulQ8::new(&gpu, Activation::None).await?,
+            matmul_relu: MatmulQ8::new(&gpu, Activation::Relu).await?,
+            add_layernorm: AddLayerNorm::new(&gpu).await?,
+            embed: Embed::new(&gpu).await?,
+            attention: Attention::new(&gpu).await?,
+            kv_cache: KvCache::new(&gpu).await?,
+            logits_topk: LogitsTopK::new(&gpu).await?,
+        };
+        let weights = gpu
+            .checked("uploading the model", async {
+                GpuWeights::upload(&gpu, &bundle)
+            })
+            .await??;
+        let config = bundle.config().clone();
+        Ok(Self {
+            gpu,
+            config,
+            source_tokenizer: bundle.source_tokenizer,
+            target_tokenizer: bundle.target_tokenizer,
+            kernels,
+            weights,
+            load_ms: now_ms() - start,
+        })
+    }
+
+    pub fn gpu(&self) -> &Gpu {
+        &self.gpu
+    }
+
+    pub fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    pub fn source_tokenizer(&self) -> &Tokenizer {
+        &self.source_tokenizer
+    }
+
+    pub fn target_tokenizer(&self) -> &Tokenizer {
+        &self.target_tokenizer
+    }
+
+    /// Checks that `options` are valid and that the GPU's top-k can serve them.
+    pub fn check_options(&self, options: &SearchOptions) -> Result<(), EngineError> {
+        options.validate()?;
+        let k = options.candidates_per_beam();
+        let max = logits_topk::K_MAX.min(self.config.tgt_vocab_size);
+        if k > max {
+            return Err(EngineError::TooManyCandidates {
+                beam: options.beam,
+                groups: options.groups,
+                k,
+                max,
+            });
+        }
+        Ok(())
+    }
+
+    fn matmul(
+        &self,
+        e: &mut wgpu::CommandEncoder,
+        x: &wgpu::Buffer,
+        w: &GpuQ8Matrix,
+        y: &wgpu::Buffer,
+        m: usize,
+    ) -> Result<(), GpuError> {
+        self.kernels.matmul.encode(&self.gpu, e, x, w, y, m)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn add_norm(
+        &self,
+        e: &mut wgpu::CommandEncoder,
+        x: &wgpu::Buffer,
+        residual: &wgpu::Buffer,
+        norm: &Norm,
+        y: &wgpu::Buffer,
+        rows: usize,
+    ) -> Result<(), GpuError> {
+        self.kernels.add_layernorm.encode(
+            &self.gpu,
+            e,
+            &AddLayerNormArgs {
+                x,
+                residual,
+                gamma: &norm.gamma,
+                beta: &norm.beta,
+                y,
+                rows,
+                d_model: self.config.d_model,
+                eps: self.config.layer_norm_eps as f32,
+            },
+        )
+    }
+
+    fn attention_shape(&self, batch: usize, n_queries: usize, n_keys: usize) -> AttentionShape {
+        AttentionShape {
+            batch,
+            n_queries,
+            n_keys,
+            kv_stride: n_keys,
+            d_model: self.config.d_model,
+            n_heads: self.config.n_heads,
+            q_offset: 0,
+            causal: false,
+        }
+    }
+
+    /// Runs the encoder over `sources` (token ids, no BOS/EOS; each 1..=max_seq_len long) as one
+    /// batch, and projects every decoder layer's cross-attention keys and values.
+    pub async fn encode(&self, sources: &[Vec<u32>]) -> Result<Encoded, EngineError> {
+        let batch = sources.len();
+        let seq = sources.iter().map(Vec::len).max().unwrap_or(0);
+        if batch == 0 || sources.iter().any(Vec::is_empty) || seq > self.config.max_seq_len {
+            return Err(GpuError::shape(
+                "encoder",
+                format!(
+                    "sources must be 1..={} tokens long and at least one; got lengths {:?}",
+                    self.config.max_seq_len,
+                    sources.iter().map(Vec::len).collect::<Vec<_>>()
+                ),
+            )
+            .into());
+        }
+        let (gpu, c) = (&self.gpu, &self.config);
+        let rows = batch * seq;
+        let s = Scratch::new(gpu, rows, c);
+        let mut tokens = vec![PAD_ID; rows];
+        for (i, src) in sources.iter().enumerate() {
+            tokens[i * seq..][..src.len()].copy_from_slice(src);
+        }
+        gpu.queue
+            .write_buffer(&s.tokens, 0, bytemuck::cast_slice(&tokens));
+        let lengths: Vec<u32> = sources.iter().map(|s| s.len() as u32).collect();
+        let key_len = gpu.storage_from("source lengths", &lengths);
+        let cross: Vec<(wgpu::Buffer, wgpu::Buffer)> = (0..c.n_dec_layers)
+            .map(|_| {
+                (
+                    gpu.storage_zeroed("cross k", rows * c.d_model),
+                    gpu.storage_zeroed("cross v", rows * c.d_model),
+                )
+            })
+            .collect();
+        let mut result = Ok(());
+        gpu.submit("encoder", |e| {
+            result = self.record_encoder(e, &s, batch, seq, &key_len, &cross);
+        })
+        .await?;
+        result?;
+        Ok(Encoded {
+            batch,
+            seq,
+            lengths: sources.iter().map(Vec::len).collect(),
+            cross,
+        })
+    }
+
+    fn record_encoder(
+        &self,
+        e: &mut wgpu::CommandEncoder,
+        s: &Scratch,
+        batch: usize,
+        seq: usize,
+        key_len: &wgpu::Buffer,
+        cross: &[(wgpu::Buffer, wgpu::Buffer)],
+    ) -> Result<(), GpuError> {
+        let (gpu, w, k) = (&self.gpu, &self.weights, &self.kernels);
+        let rows = batch * seq;
+        k.embed.encode(
+            gpu,
+            e,
+            &EmbedArgs {
+                tokens: &s.tokens,
+                table: &w.src_embed,
+                positions: &w.positions,
+                x: &s.x,
+                rows,
+                seq_len: seq,
+                start_pos: 0,
+            },
+        )?;
+        let shape = self.attention_shape(batch, seq, seq);
+        for layer in &w.encoder {
+            let a = &layer.self_attn;
+            self.matmul(e, &s.x, &a.query, &s.q, rows)?;
+            self.matmul(e, &s.x, &a.key, &s.k, rows)?;
+            self.matmul(e, &s.x, &a.value, &s.v, rows)?;
+            k.attention.encode(
+                gpu,
+                e,
+                &shape,
+                &AttentionArgs {
+                    q: &s.q,
+                    k: &s.k,
+                    v: &s.v,
+                    key_len,
+                    weights: None,
+                    context: &s.ctx,
+                },
+            )?;
+            self.matmul(e, &s.ctx, &a.output, &s.o, rows)?;
+            self.add_norm(e, &s.o, &s.x, &layer.norm1, &s.x1, rows)?;
+            k.matmul_relu
+                .encode(gpu, e, &s.x1, &layer.ffn.linear1, &s.h, rows)?;
+            self.matmul(e, &s.h, &layer.ffn.linear2, &s.f, rows)?;
+            self.add_norm(e, &s.f, &s.x1, &layer.norm2, &s.x, rows)?;
+        }
+        for (layer, (ck, cv)) in w.decoder.iter().zip(cross) {
+            self.matmul(e, &s.x, &layer.cross_attn.key, ck, rows)?;
+            self.matmul(e, &s.x, &layer.cross_attn.value, cv, rows)?;
+        }
+        Ok(())
+    }
+
+    /// Records one decoder layer over `s.rows` query rows, from `s.x` back into `s.x`.
+    fn record_decoder_layer(
+        &self,
+        e: &mut wgpu::CommandEncoder,
+        layer: &DecoderLayer,
+        s: &Scratch,
+        self_shape: &AttentionShape,
+        self_key_len: &wgpu::Buffer,
+        kv: SelfKv<'_>,
+        cross: &Cross<'_>,
+    ) -> Result<(), GpuError> {
+        let (gpu, k) = (&self.gpu, &self.kernels);
+        let rows = s.rows;
+        let a = &layer.self_attn;
+        self.matmul(e, &s.x, &a.query, &s.q, rows)?;
+        self.matmul(e, &s.x, &a.key, &s.k, rows)?;
+        self.matmul(e, &s.x, &a.value, &s.v, rows)?;
+        let (keys, values) = match kv {
+            SelfKv::Full => (&s.k, &s.v),
+            SelfKv::Cache {
+                parent,
+                src,
+                dst,
+                capacity,
+                t,
+            } => {
+                k.kv_cache.encode(
+                    gpu,
+                    e,
+                    &KvCacheArgs {
+                        parent,
+                        k_new: &s.k,
+                        v_new: &s.v,
+                        k_src: src.0,
+                        v_src: src.1,
+                        k_dst: dst.0,
+                        v_dst: dst.1,
+                        rows,
+                        d_model: self.config.d_model,
+                        capacity,
+                        t,
+                    },
+                )?;
+                dst
+            }
+        };
+        k.attention.encode(
+            gpu,
+            e,
+            self_shape,
+            &AttentionArgs {
+                q: &s.q,
+                k: keys,
+                v: values,
+                key_len: self_key_len,
+                weights: None,
+                context: &s.ctx,
+            },
+        )?;
+        self.matmul(e, &s.ctx, &a.output, &s.o, rows)?;
+        self.add_norm(e, &s.o, &s.x, &layer.norm1, &s.x1, rows)?;
+        let c = &layer.cross_attn;
+        self.matmul(e, &s.x1, &c.query, &s.q, rows)?;
+        k.attention.encode(
+            gpu,
+            e,
+            &cross.shape,
+            &AttentionArgs {
+                q: &s.q,
+                k: cross.k,
+                v: cross.v,
+                key_len: cross.key_len,
+                weights: cross.weights,
+                context: &s.ctx,
+            },
+        )?;
+        self.matmul(e, &s.ctx, &c.output, &s.o, rows)?;
+        self.add_norm(e, &s.o, &s.x1, &layer.norm2, &s.x2, rows)?;
+        k.matmul_relu
+            .encode(gpu, e, &s.x2, &layer.ffn.linear1, &s.h, rows)?;
+        self.matmul(e, &s.h, &layer.ffn.linear2, &s.f, rows)?;
+        self.add_norm(e, &s.f, &s.x2, &layer.norm3, &s.x, rows)
+    }
+
+    /// Copies sentence `i`'s cross-attention keys and values out of the batch, for a decoder
+    /// that attends with `batch = 1`.
+    fn sentence_cross(
+        &self,
+        encoded: &Encoded,
+        i: usize,
+    ) -> (
+        Vec<(wgpu::Buffer, wgpu::Buffer)>,
+        impl FnOnce(&mut wgpu::CommandEncoder) + use<>,
+    ) {
+        let d = self.config.d_model;
+        let len = encoded.lengths[i];
+        let bytes = (len * d * 4) as u64;
+        let offset = (i * encoded.seq * d * 4) as u64;
+        let own: Vec<(wgpu::Buffer, wgpu::Buffer)> = encoded
+            .cross
+            .iter()
+            .map(|_| {
+                (
+                    self.gpu.storage_zeroed("sentence cross k", len * d),
+                    self.gpu.storage_zeroed("sentence cross v", len * d),
+                )
+            })
+            .collect();
+        let copies: Vec<_> = encoded
+            .cross
+            .iter()
+            .zip(&own)
+            .map(|((bk, bv), (k, v))| (bk.clone(), bv.clone(), k.clone(), v.clone()))
+            .collect();
+        let record = move |e: &mut wgpu::CommandEncoder| {
+            for (bk, bv, k, v) in &copies {
+                e.copy_buffer_to_buffer(bk, offset, k, 0, bytes);
+                e.copy_buffer_to_buffer(bv, offset, v, 0, bytes);
+            }
+        };
+        (own, record)
+    }
+
+    /// The decoder over a whole target prefix at once for sentence `i` of `encoded`:
+    /// `tgt_in` starts with BOS. Returns the logits `[T, tgt_vocab]` and the last layer's
+    /// cross-attention weights `[n_heads, T, src_len]`.
+    pub async fn teacher_forced(
+        &self,
+        encoded: &Encoded,
+        i: usize,
+        tgt_in: &[u32],
+    ) -> Result<(Vec<f32>, Vec<f32>), EngineError> {
+        let (gpu, c) = (&self.gpu, &self.config);
+        let t = tgt_in.len();
+        if i >= encoded.batch || t == 0 || t > c.max_seq_len {
+            return Err(GpuError::shape(
+                "decoder",
+                format!(
+                    "sentence {i} of {} with a target of {t} tokens (1..={})",
+                    encoded.batch, c.max_seq_len
+                ),
+            )
+            .into());
+        }
+        let src_len = encoded.lengths[i];
+        let s = Scratch::new(gpu, t, c);
+        gpu.queue
+            .write_buffer(&s.tokens, 0, bytemuck::cast_slice(tgt_in));
+        let (cross, copy) = self.sentence_cross(encoded, i);
+        let self_len = gpu.storage_from("target length", &[t as u32]);
+        let cross_len = gpu.storage_from("source length", &[src_len as u32]);
+        let logits = gpu.storage_zeroed("logits", t * c.tgt_vocab_size);
+        let weights = gpu.storage_zeroed("cross weights", c.n_heads * t * src_len);
+        let self_shape = AttentionShape {
+            causal: true,
+            ..self.attention_shape(1, t, t)
+        };
+        let mut result = Ok(());
+        gpu.submit("teacher-forced decoder", |e| {
+            copy(e);
+            result = (|| {
+                self.kernels.embed.encode(
+                    gpu,
+                    e,
+                    &EmbedArgs {
+                        tokens: &s.tokens,
+                        table: &self.weights.tgt_embed,
+                        positions: &self.weights.positions,
+                        x: &s.x,
+                        rows: t,
+                        seq_len: t,
+                        start_pos: 0,
+                    },
+                )?;
+                let n = self.weights.decoder.len();
+                for (l, (layer, (ck, cv))) in self.weights.decoder.iter().zip(&cross).enumerate() {
+                    let cross = Cross {
+                        k: ck,
+                        v: cv,
+                        key_len: &cross_len,
+                        shape: self.attention_shape(1, t, src_len),
+                        weights: (l + 1 == n).then_some(&weights),
+                    };
+                    self.record_decoder_layer(
+                        e,
+                        layer,
+                        &s,
+                        &self_shape,
+                        &self_len,
+                        SelfKv::Full,
+                        &cross,
+                    )?;
+                }
+                self.matmul(e, &s.x, &self.weights.tgt_embed, &logits, t)
+            })();
+        })
+        .await?;
+        result?;
+        Ok((gpu.read_f32(&logits).await?, gpu.read_f32(&weights).await?))
+    }
+
+    /// Beam search (greedy for beam 1) for sentence `i` of `encoded`.
+    pub async fn search(
+        &self,
+        encoded: &Encoded,
+        i: usize,
+        options: &SearchOptions,
+    ) -> Result<(search::SearchResult, SearchStats), EngineError> {
+        self.check_options(options)?;
+        let before = self.gpu.counts();
+        let start = now_ms();
+        let mut session = Session::new(self, encoded, i, options)?;
+        let result = search::beam_search(&mut session, options, encoded.lengths[i]).await?;
+        let counts = self.gpu.counts() - before;
+        let stats = SearchStats {
+            steps: result.steps_taken(),
+            ms: now_ms() - start,
+            gpu: counts,
+            bookkeeping_ms: session.bookkeeping_ms(now_ms() - start),
+        };
+        Ok((result, stats))
+    }
+
+    /// Token ids of `text` for the encoder, split into chunks of at most `max_seq_len` tokens
+    /// (a longer sentence is translated chunk by chunk, never cut).
+    pub fn source_chunks(&self, text: &str) -> Result<Vec<Vec<u32>>, EngineError> {
+        let ids = self.source_tokenizer.encode(text)?;
+        Ok(ids
+            .chunks(self.config.max_seq_len)
+            .map(<[u32]>::to_vec)
+            .collect())
+    }
+
+    /// Translates `text`: one paragraph (or line) in, its translation out. Sentences are split,
+    /// encoded as one batch and decoded one by one; empty or blank text gives empty output.
+    pub async fn translate(
+        &self,
+        text: &str,
+        options: &TranslateOptions,
+    ) -> Result<Translation, EngineError> {
+        self.check_options(&options.search)?;
+        let start = now_ms();
+        let before = self.gpu.counts();
+        let mut pieces = Vec::new(); // (sentence index, source text, tokens)
+        for (s, sentence) in text::split_sentences(text).into_iter().enumerate() {
+            for chunk in self.source_chunks(sentence)? {
+                pieces.push((s, sentence, chunk));
+            }
+        }
+        let mut sentences: Vec<SentenceTranslation> = Vec::new();
+        let mut timings = Timings::default();
+        if pieces.is_empty() {
+            return Ok(Translation {
+                text: String::new(),
+                sentences,
+                timings,
+            });
+        }
+        let sources: Vec<Vec<u32>> = pieces.iter().map(|p| p.2.clone()).collect();
+        let encoded = self.encode(&sources).await?;
+        timings.encoder_ms = now_ms() - start;
+        for (i, (s, sentence, tokens)) in pieces.iter().enumerate() {
+            let (result, stats) = self.search(&encoded, i, &options.search).await?;
+            timings.add(&stats);
+            let mut hypotheses = Vec::new();
+            for h in &result.hypotheses {
+                hypotheses.push(HypothesisText {
+                    text: self.target_tokenizer.decode(&h.tokens)?,
+                    tokens: h.tokens.clone(),
+                    score: h.score,
+                    logprob: h.logprob,
+                });
+            }
+            let attention = match (options.attention, result.best()) {
+                (true, Some(best)) => Some(self.attention_map(&encoded, i, tokens, best).await?),
+                _ => None,
+            };
+            match sentences.last_mut() {
+                // A later chunk of the same sentence: append to its best translation.
+                Some(last) if last.index == *s => {
+                    if let (Some(first), Some(h)) =
+                        (last.hypotheses.first_mut(), hypotheses.first())
+                    {
+                        first.text = format!("{} {}", first.text, h.text);
+                        first.tokens.extend(&h.tokens);
+                    }
+                    last.chunks += 1;
+                }
+                _ => sentences.push(SentenceTranslation {
+                    index: *s,
+                    source: sentence.to_string(),
+                    hypotheses,
+                    attention,
+                    chunks: 1,
+                }),
+            }
+        }
+        let text = sentences
+            .iter()
+            .filter_map(|s| s.hypotheses.first().map(|h| h.text.as_str()))
+            .filter(|t| !t.is_empty())
+            .collect::<Vec<_>>()
+            .join(" ");
+        timings.total_ms = now_ms() - start;
+        timings.gpu = self.gpu.counts() - before;
+        Ok(Translation {
+            text,
+            sentences,
+            timings,
+        })
+    }
+
+    /// The cross-attention heatmap of `best` (heads averaged): one row per generated token.
+    async fn attention_map(
+        &self,
+        encoded: &Encoded,
+        i: usize,
+        source: &[u32],
+        best: &Hypothesis,
+    ) -> Result<AttentionMap, EngineError> {
+        let mut tgt_in = vec![BOS_ID];
+        tgt_in.extend(&best.tokens);
+        tgt_in.truncate(best.rows.len().clamp(1, self.config.max_seq_len));
+        let (_, weights) = self.teacher_forced(encoded, i, &tgt_in).await?;
+        let (t, s, heads) = (tgt_in.len(), source.len(), self.config.n_heads);
+        let mut mean = vec![0.0f32; t * s];
+        for h in 0..heads {
+            for (m, w) in mean.iter_mut().zip(&weights[h * t * s..][..t * s]) {
+                *m += w / heads as f32;
+            }
+        }
+        let piece = |tok: &Tokenizer, id: u32| tok.id_to_token(id).unwrap_or_default();
+        let mut target_tokens: Vec<String> = best
+            .tokens
+            .iter()
+            .map(|&id| piece(&self.target_tokenizer, id))
+            .collect();
+        target_tokens.push(piece(&self.target_tokenizer, EOS_ID));
+        target_tokens.truncate(t);
+        Ok(AttentionMap {
+            source_tokens: source
+                .iter()
+                .map(|&id| piece(&self.source_tokenizer, id))
+                .collect(),
+            target_tokens,
+            weights: mean,
+        })
+    }
+}
+
+/// What [`Engine::translate`] does besides the search.
+#[derive(Clone, Debug, Default, PartialEq, serde::Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TranslateOptions {
+    pub search: SearchOptions,
+    /// Also compute the best hypothesis' cross-attention heatmap per sentence.
+    pub attention: bool,
+}
+
+/// One of the n-best translations of a sentence.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct HypothesisText {
+    pub text: String,
+    pub tokens: Vec<u32>,
+    /// Length-normalised score (the ranking).
+    pub score: f32,
+    /// Sum of token log-probabilities.
+    pub logprob: f32,
+}
+
+/// Source × target cross-attention of the last decoder layer, heads averaged.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AttentionMap {
+    pub source_tokens: Vec<String>,
+    /// The generated tokens, `</s>` last when the hypothesis ended with it.
+    pub target_tokens: Vec<String>,
+    /// `[target_tokens.len(), source_tokens.len()]`, each row sums to 1.
+    pub weights: Vec<f32>,
+}
+
+/// One sentence of the input and its translations.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SentenceTranslation {
+    /// Position of the sentence in the input.
+    pub index: usize,
+    pub source: String,
+    /// Best first; the first one of a sentence longer than the model's limit joins its chunks.
+    pub hypotheses: Vec<HypothesisText>,
+    pub attention: Option<AttentionMap>,
+    /// Pieces the sentence was cut into (more than 1 when it exceeds `max_seq_len` tokens).
+    pub chunks: usize,
+}
+
+/// Time and GPU work of one search.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct SearchStats {
+    /// Decoder steps.
+    pub steps: usize,
+    pub ms: f64,
+    /// CPU time spent in the search's own bookkeeping (outside the model's steps).
+    pub bookkeeping_ms: f64,
+    pub gpu: GpuCounts,
+}
+
+/// Where the time of a translation went.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Timings {
+    pub encoder_ms: f64,
+    pub decoder_ms: f64,
+    pub bookkeeping_ms: f64,
+    pub total_ms: f64,
+    pub steps: usize,
+    /// Tokens generated by the searches' best hypotheses... counted per decoder step row.
+    pub gpu: GpuCounts,
+}
+
+impl Timings {
+    fn add(&mut self, s: &SearchStats) {
+        self.decoder_ms += s.ms;
+        self.bookkeeping_ms += s.bookkeeping_ms;
+        self.steps += s.steps;
+    }
+}
+
+/// A translated text.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Translation {
+    /// The best translations of all sentences, joined by spaces.
+    pub text: String,
+    pub sentences: Vec<SentenceTranslation>,
+    pub timings: Timings,
+}
+
+#[cfg(test)]
+mod tests;

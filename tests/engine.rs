@@ -1,0 +1,186 @@
+//! The GPU engine against the burn model on the committed tiny fixture model
+//! (`tests/fixtures/tiny`, trained by `train` on the fixture corpus): the same int8 weights,
+//! dequantized into burn on the flex CPU backend. Runs on lavapipe in CI.
+#![cfg(feature = "train")]
+
+use burn::tensor::{Device, Int, Tensor, TensorData};
+use pollster::block_on;
+use webnmt::config::{BOS_ID, EOS_ID};
+use webnmt::gpu::testing::gpu_or_skip;
+use webnmt::infer::Engine;
+use webnmt::model::{BurnSession, Transformer, greedy_decode};
+use webnmt::search::{SearchOptions, beam_search, log_softmax};
+use webnmt::weights::Bundle;
+
+const TINY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/tiny/bundle");
+const DEV: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/corpus/de-en/dev.de"
+);
+
+fn load(test: &str) -> Option<(Engine, Transformer, Device)> {
+    let gpu = gpu_or_skip(test)?;
+    let bundle = Bundle::from_dir(std::path::Path::new(TINY)).expect("fixture bundle");
+    let device = Device::flex();
+    let model = Transformer::from_bundle(&bundle, &device).expect("bundle fits the model");
+    let engine = block_on(Engine::new(gpu, bundle)).expect("engine loads");
+    Some((engine, model, device))
+}
+
+/// The 50 dev sentences of the fixture corpus as source token ids.
+fn sources(engine: &Engine) -> Vec<Vec<u32>> {
+    let text = std::fs::read_to_string(DEV).expect("fixture dev set");
+    let sources: Vec<Vec<u32>> = text
+        .lines()
+        .map(|l| engine.source_tokenizer().encode(l).expect("tokenizes"))
+        .collect();
+    assert_eq!(sources.len(), 50);
+    sources
+}
+
+fn greedy() -> SearchOptions {
+    SearchOptions {
+        repetition_penalty: 1.0,
+        ..SearchOptions::greedy()
+    }
+}
+
+#[test]
+fn teacher_forced_logits_match_burn() {
+    let Some((engine, model, device)) = load("teacher_forced_logits_match_burn") else {
+        return;
+    };
+    let sources = sources(&engine);
+    let batch = &sources[..6];
+    let encoded = block_on(engine.encode(batch)).expect("encoder runs");
+    let mut worst = 0.0f32;
+    for (i, src) in batch.iter().enumerate() {
+        // Any target prefix will do: the first tokens of the next sentence.
+        let mut tgt_in = vec![BOS_ID];
+        tgt_in.extend(sources[i + 10].iter().take(12));
+        let (logits, weights) =
+            block_on(engine.teacher_forced(&encoded, i, &tgt_in)).expect("decoder runs");
+        let ids = |v: &[u32]| v.iter().map(|&t| i64::from(t)).collect::<Vec<_>>();
+        let src_t = Tensor::<2, Int>::from_data(TensorData::new(ids(src), [1, src.len()]), &device);
+        let tgt_t =
+            Tensor::<2, Int>::from_data(TensorData::new(ids(&tgt_in), [1, tgt_in.len()]), &device);
+        let (memory, mask) = model.encode(src_t);
+        let (want, want_weights) = model.decode(tgt_t, memory, &mask);
+        let want: Vec<f32> = want.try_into_vec_as().expect("logits");
+        let want_weights: Vec<f32> = want_weights.try_into_vec_as().expect("weights");
+        assert_eq!(logits.len(), want.len());
+        for (g, w) in logits.iter().zip(&want) {
+            worst = worst.max((g - w).abs() / (1.0 + w.abs()));
+        }
+        for (g, w) in weights.iter().zip(&want_weights) {
+            assert!(
+                (g - w).abs() < 1e-4,
+                "cross-attention weight {g} vs burn {w}"
+            );
+        }
+    }
+    assert!(worst < 1e-3, "worst relative logit difference {worst}");
+    eprintln!("worst relative logit difference engine vs burn: {worst:e}");
+}
+
+#[test]
+fn greedy_equals_burn_greedy_on_50_sentences() {
+    let Some((engine, model, device)) = load("greedy_equals_burn_greedy_on_50_sentences") else {
+        return;
+    };
+    let sources = sources(&engine);
+    let options = greedy();
+    let encoded = block_on(engine.encode(&sources)).expect("encoder runs");
+    let cap = engine.config().max_seq_len;
+    for (i, src) in sources.iter().enumerate() {
+        let (result, stats) = block_on(engine.search(&encoded, i, &options)).expect("search");
+        let ours = &result.hypotheses[0].tokens;
+        let max_len = options.max_target_len(src.len(), cap);
+        // burn's greedy emits at most `max_len` tokens without EOS; the search counts EOS.
+        let theirs = &greedy_decode(&model, std::slice::from_ref(src), max_len, &device)[0];
+        assert_eq!(ours, theirs, "sentence {i}: engine vs burn greedy");
+        // One submit and one 8-byte readback (rows × k = 1) per step.
+        assert_eq!(stats.gpu.submits, stats.steps as u64, "sentence {i}");
+        assert_eq!(stats.gpu.bytes_read, 8 * stats.steps as u64, "sentence {i}");
+    }
+}
+
+#[test]
+fn beam_search_equals_burn_beam_search() {
+    let Some((engine, model, device)) = load("beam_search_equals_burn_beam_search") else {
+        return;
+    };
+    let sources = sources(&engine);
+    let encoded = block_on(engine.encode(&sources[..12])).expect("encoder runs");
+    let cap = engine.config().max_seq_len;
+    let options = SearchOptions {
+        n_best: 4,
+        ..SearchOptions::default()
+    };
+    for (i, src) in sources[..12].iter().enumerate() {
+        let (ours, _) = block_on(engine.search(&encoded, i, &options)).expect("engine search");
+        let mut burn = BurnSession::new(&model, src, cap, &device);
+        let theirs = block_on(beam_search(&mut burn, &options, src.len())).expect("burn search");
+        let tokens = |r: &webnmt::search::SearchResult| {
+            r.hypotheses
+                .iter()
+                .map(|h| h.tokens.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            tokens(&ours),
+            tokens(&theirs),
+            "sentence {i}: n-best differ"
+        );
+        for (a, b) in ours.hypotheses.iter().zip(&theirs.hypotheses) {
+            assert!(
+                (a.score - b.score).abs() < 1e-3,
+                "sentence {i}: {a:?} vs {b:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn cached_steps_agree_with_the_teacher_forced_pass() {
+    let Some((engine, _, _)) = load("cached_steps_agree_with_the_teacher_forced_pass") else {
+        return;
+    };
+    let sources = sources(&engine);
+    let encoded = block_on(engine.encode(&sources[..8])).expect("encoder runs");
+    let options = SearchOptions {
+        beam: 4,
+        groups: 2,
+        ..SearchOptions::default()
+    };
+    let vocab = engine.config().tgt_vocab_size;
+    for i in 0..8 {
+        let (result, _) = block_on(engine.search(&encoded, i, &options)).expect("search");
+        let best = &result.hypotheses[0];
+        // Without the repetition penalty's effect, the step log-probs the search summed must be
+        // the teacher-forced pass's: compare on hypotheses that repeat no token in the window.
+        let mut tgt_in = vec![BOS_ID];
+        tgt_in.extend(&best.tokens);
+        let (logits, _) = block_on(engine.teacher_forced(&encoded, i, &tgt_in)).expect("decoder");
+        let mut targets = best.tokens.clone();
+        targets.push(EOS_ID);
+        let mut sum = 0.0f32;
+        let mut seen = Vec::new();
+        for (t, &token) in targets.iter().enumerate().take(best.rows.len()) {
+            let mut row = logits[t * vocab..][..vocab].to_vec();
+            log_softmax(&mut row);
+            let mut lp = row[token as usize];
+            let window = &seen[seen.len().saturating_sub(options.repetition_window)..];
+            if window.contains(&token) {
+                lp *= options.repetition_penalty;
+            }
+            seen.push(token);
+            sum += lp;
+        }
+        assert!(
+            (sum - best.logprob).abs() < 1e-3 * (1.0 + sum.abs()),
+            "sentence {i}: search log-prob {} vs teacher-forced {sum}",
+            best.logprob
+        );
+    }
+}
