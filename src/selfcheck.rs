@@ -5,7 +5,7 @@
 
 use crate::gpu::{AdapterSummary, Gpu, GpuError};
 use crate::kernels::attention::AttentionShape;
-use crate::kernels::matmul_q8::{self, Activation};
+use crate::kernels::matmul_q8::{self, Activation, Variant};
 use crate::kernels::{add_layernorm, attention, embed, kv_cache, logits_topk};
 use crate::reference::{self, Comparison};
 use crate::weights::QuantizedMatrix;
@@ -20,6 +20,7 @@ pub const RTOL: f32 = 1e-4;
 
 /// `(m, n, k)` shapes for `matmul_q8`: single rows, sizes that are not multiples of the
 /// 16 × 16 tile, a k that is not a multiple of the 64-value chunk, and model-like sizes.
+/// Shapes with `m ≤ 8` also run the few-rows shader.
 pub const MATMUL_Q8_SHAPES: &[(usize, usize, usize)] = &[
     (1, 1, 4),
     (1, 48, 64),
@@ -159,7 +160,7 @@ pub async fn run(gpu: &Gpu, seed: u64) -> Result<SelfCheckReport, GpuError> {
 pub async fn check_matmul_q8(gpu: &Gpu, seed: u64) -> Result<Vec<KernelCheck>, GpuError> {
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut checks = Vec::new();
-    for &(m, n, k) in MATMUL_Q8_SHAPES {
+    for (index, &(m, n, k)) in MATMUL_Q8_SHAPES.iter().enumerate() {
         let x = uniform(&mut rng, m * k);
         // Rows of different magnitudes, so a mixed-up per-row scale shows.
         let w: Vec<f32> = uniform(&mut rng, n * k)
@@ -173,19 +174,28 @@ pub async fn check_matmul_q8(gpu: &Gpu, seed: u64) -> Result<Vec<KernelCheck>, G
             message: e.to_string(),
         })?;
         // Every other shape with the fused ReLU of the feed-forward block.
-        let relu = checks.len() % 2 == 1;
+        let relu = index % 2 == 1;
         let activation = if relu {
             Activation::Relu
         } else {
             Activation::None
         };
-        let got = matmul_q8::matmul_q8(gpu, &x, m, &w, &bias, activation).await?;
         let want = reference::matmul_q8(&x, m, &w, &bias, relu);
-        checks.push(KernelCheck {
-            kernel: matmul_q8::NAME,
-            shape: format!("m={m} n={n} k={k}{}", if relu { " relu" } else { "" }),
-            comparison: reference::compare(&got, &want, ATOL, RTOL),
-        });
+        // The tiled shader on every shape, the few-rows one where it applies.
+        for (variant, kernel) in [
+            (Variant::Tiled, matmul_q8::NAME),
+            (Variant::Rows, matmul_q8::ROWS_NAME),
+        ] {
+            if variant == Variant::Rows && m > matmul_q8::ROWS_MAX {
+                continue;
+            }
+            let got = matmul_q8::matmul_q8(gpu, &x, m, &w, &bias, activation, variant).await?;
+            checks.push(KernelCheck {
+                kernel,
+                shape: format!("m={m} n={n} k={k}{}", if relu { " relu" } else { "" }),
+                comparison: reference::compare(&got, &want, ATOL, RTOL),
+            });
+        }
     }
     Ok(checks)
 }

@@ -1,5 +1,10 @@
 //! Driver for `matmul_q8.wgsl`: `Y = X · Wᵀ + b` with int8 weights (layout in [`crate::weights`]).
 //!
+//! Two shaders compute the same product: `matmul_q8.wgsl` (16 × 16 tiles in workgroup memory,
+//! for the encoder and teacher-forced passes) and `matmul_q8_rows.wgsl` (one invocation per
+//! output feature for all rows, no barriers: a decoder step's ≤ 8 beams). [`MatmulQ8::encode`]
+//! picks by `m` ([`Variant::for_rows`]).
+//!
 //! `k` must be a multiple of 4 (the packed layout); other shapes are rejected with
 //! [`GpuError::Shape`] before anything is dispatched. Any `m ≥ 1` and `n ≥ 1` work.
 
@@ -11,8 +16,35 @@ use std::sync::Arc;
 pub const NAME: &str = "matmul_q8";
 /// The WGSL source.
 pub const SOURCE: &str = include_str!("matmul_q8.wgsl");
+/// The few-rows variant's name and source.
+pub const ROWS_NAME: &str = "matmul_q8_rows";
+pub const ROWS_SOURCE: &str = include_str!("matmul_q8_rows.wgsl");
 /// Output rows and columns covered by one workgroup (`TILE` in the shader).
 const TILE: u32 = 16;
+/// The most rows `matmul_q8_rows.wgsl` handles (`ROWS_MAX` in the shader).
+pub const ROWS_MAX: usize = 8;
+/// Invocations per workgroup of the rows variant.
+const ROWS_WORKGROUP: u32 = 64;
+
+/// Which shader computes a product.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Variant {
+    /// `matmul_q8.wgsl`: any `m`.
+    Tiled,
+    /// `matmul_q8_rows.wgsl`: `m ≤ ROWS_MAX`.
+    Rows,
+}
+
+impl Variant {
+    /// The faster variant for `m` rows.
+    pub fn for_rows(m: usize) -> Self {
+        if m <= ROWS_MAX {
+            Self::Rows
+        } else {
+            Self::Tiled
+        }
+    }
+}
 
 /// Mirrors `struct Params` in `matmul_q8.wgsl`.
 #[repr(C)]
@@ -77,6 +109,8 @@ pub enum Activation {
 /// The compiled kernel.
 pub struct MatmulQ8 {
     pipeline: Arc<wgpu::ComputePipeline>,
+    /// The rows variant for `m` = 1, 2, …, `ROWS_MAX`.
+    rows_pipelines: Vec<Arc<wgpu::ComputePipeline>>,
 }
 
 impl MatmulQ8 {
@@ -85,10 +119,21 @@ impl MatmulQ8 {
         let relu = f64::from(u8::from(activation == Activation::Relu));
         let key = PipelineKey::new(NAME).with("relu", relu);
         let pipeline = gpu.pipeline(&key, SOURCE).await?;
-        Ok(Self { pipeline })
+        let mut rows_pipelines = Vec::with_capacity(ROWS_MAX);
+        for rows in 1..=ROWS_MAX {
+            let key = PipelineKey::new(ROWS_NAME)
+                .with("relu", relu)
+                .with("rows", rows as f64);
+            rows_pipelines.push(gpu.pipeline(&key, ROWS_SOURCE).await?);
+        }
+        Ok(Self {
+            pipeline,
+            rows_pipelines,
+        })
     }
 
-    /// Records one dispatch computing `y[m, n] = x[m, k] · Wᵀ + b` into `encoder`.
+    /// Records one dispatch computing `y[m, n] = x[m, k] · Wᵀ + b` into `encoder`, with the
+    /// variant that suits `m`.
     ///
     /// # Shapes
     /// - `x`: at least `m · k` f32, `y`: at least `m · n` f32.
@@ -101,7 +146,28 @@ impl MatmulQ8 {
         y: &wgpu::Buffer,
         m: usize,
     ) -> Result<(), GpuError> {
+        self.encode_variant(gpu, encoder, x, w, y, m, Variant::for_rows(m))
+    }
+
+    /// [`MatmulQ8::encode`] with the shader chosen by the caller (tests run both).
+    #[allow(clippy::too_many_arguments)]
+    pub fn encode_variant(
+        &self,
+        gpu: &Gpu,
+        encoder: &mut wgpu::CommandEncoder,
+        x: &wgpu::Buffer,
+        w: &GpuQ8Matrix,
+        y: &wgpu::Buffer,
+        m: usize,
+        variant: Variant,
+    ) -> Result<(), GpuError> {
         check_shape(m, w.n, w.k)?;
+        if variant == Variant::Rows && m > ROWS_MAX {
+            return Err(GpuError::shape(
+                ROWS_NAME,
+                format!("m = {m} rows; this variant handles at most {ROWS_MAX}"),
+            ));
+        }
         let need = |len: usize| (len * 4) as u64;
         if x.size() < need(m * w.k) || y.size() < need(m * w.n) {
             return Err(GpuError::shape(
@@ -115,7 +181,10 @@ impl MatmulQ8 {
                 ),
             ));
         }
-        let groups = [(w.n as u32).div_ceil(TILE), (m as u32).div_ceil(TILE)];
+        let groups = match variant {
+            Variant::Tiled => [(w.n as u32).div_ceil(TILE), (m as u32).div_ceil(TILE)],
+            Variant::Rows => [(w.n as u32).div_ceil(ROWS_WORKGROUP), 1],
+        };
         let max = gpu.device.limits().max_compute_workgroups_per_dimension;
         if groups.iter().any(|&g| g > max) {
             return Err(GpuError::shape(
@@ -135,10 +204,14 @@ impl MatmulQ8 {
                 _pad: 0,
             },
         );
+        let (name, pipeline) = match variant {
+            Variant::Tiled => (NAME, &self.pipeline),
+            Variant::Rows => (ROWS_NAME, &self.rows_pipelines[m - 1]),
+        };
         gpu.dispatch(
             encoder,
-            NAME,
-            &self.pipeline,
+            name,
+            pipeline,
             &[&params, x, &w.packed, &w.scale, &w.bias, y],
             [groups[0], groups[1], 1],
         );
@@ -147,7 +220,7 @@ impl MatmulQ8 {
 }
 
 /// Runs the kernel once on host data and reads the result back: `x[m, k] · Wᵀ + bias`, then
-/// `activation`.
+/// `activation`, with `variant`'s shader.
 pub async fn matmul_q8(
     gpu: &Gpu,
     x: &[f32],
@@ -155,6 +228,7 @@ pub async fn matmul_q8(
     w: &QuantizedMatrix,
     bias: &[f32],
     activation: Activation,
+    variant: Variant,
 ) -> Result<Vec<f32>, GpuError> {
     check_shape(m, w.n, w.k)?;
     if x.len() != m * w.k {
@@ -175,7 +249,7 @@ pub async fn matmul_q8(
             let x = gpu.storage_from("matmul_q8 x", x);
             let y = gpu.storage_zeroed("matmul_q8 y", m * w.n);
             let mut encoder = gpu.device.create_command_encoder(&Default::default());
-            kernel.encode(gpu, &mut encoder, &x, &weights, &y, m)?;
+            kernel.encode_variant(gpu, &mut encoder, &x, &weights, &y, m, variant)?;
             gpu.queue.submit([encoder.finish()]);
             Ok::<_, GpuError>(y)
         })
@@ -220,7 +294,11 @@ mod tests {
             return;
         };
         let checks = pollster::block_on(selfcheck::check_matmul_q8(&gpu, 7));
-        selfcheck::assert_all_match(checks, selfcheck::MATMUL_Q8_SHAPES.len());
+        let rows_shapes = selfcheck::MATMUL_Q8_SHAPES
+            .iter()
+            .filter(|s| s.0 <= ROWS_MAX)
+            .count();
+        selfcheck::assert_all_match(checks, selfcheck::MATMUL_Q8_SHAPES.len() + rows_shapes);
     }
 
     #[test]
@@ -242,6 +320,7 @@ mod tests {
             &w,
             &[0.0; 2],
             Activation::None,
+            Variant::Tiled,
         ))
         .expect_err("k = 6 must be rejected");
         assert!(err.to_string().contains("not a multiple of 4"), "{err}");
@@ -252,6 +331,7 @@ mod tests {
             &QuantizedMatrix::quantize(&[0.0; 8], 2, 4).expect("valid shape"),
             &[0.0; 2],
             Activation::None,
+            Variant::Rows,
         ))
         .expect_err("x of the wrong length must be rejected");
         assert!(err.to_string().contains("x has 3 values"), "{err}");
@@ -275,6 +355,7 @@ mod tests {
             assert!(Arc::ptr_eq(&a.pipeline, &b.pipeline));
             assert!(!Arc::ptr_eq(&a.pipeline, &relu.pipeline));
         });
-        assert_eq!(gpu.pipelines().len(), 2);
+        // The tiled variant and one rows variant per row count, each without and with ReLU.
+        assert_eq!(gpu.pipelines().len(), 2 * (1 + ROWS_MAX));
     }
 }
