@@ -1,122 +1,188 @@
-//! The wasm side of the page: opens WebGPU, runs the kernel self-check and shows the result.
+//! The wasm API of the page. Everything here runs inside the page's Web Worker (`web/worker.js`),
+//! so translation never blocks the page; the UI (`web/app.js`) only posts messages.
 //!
-//! Text goes into the page with `set_text_content` only, never as HTML.
+//! - [`Translator::load`] verifies a bundle (format version, sha256 of every file, every
+//!   tensor's dtype and shape) before anything touches the GPU, opens WebGPU and uploads it.
+//! - [`Translator::translate`] translates a text with the search options of the page and
+//!   returns the n-best lists, timings and heatmaps as plain JS objects.
+//! - [`self_check`] runs every kernel against its CPU reference (the page's diagnostics).
+//!
+//! Errors reach JS as `{ kind, message }`: `kind` is `no-webgpu`, `integrity` (a file does not
+//! match the manifest's sha256 or size), `bundle` (any other bundle problem), `options`, `gpu`
+//! (including device loss: the page restarts the worker once) or `cancelled`.
 
-use crate::gpu::{Gpu, GpuError};
-use crate::selfcheck::{self, SelfCheckReport};
+use crate::gpu::{AdapterSummary, Gpu, GpuError};
+use crate::infer::{Engine, EngineError, TranslateOptions};
+use crate::selfcheck;
+use crate::weights::{Bundle, BundleError};
+use serde::Serialize;
 use wasm_bindgen::prelude::*;
-use web_sys::{Document, Element};
 
-/// The seed of the page's self-check inputs (any value works; fixed so runs are comparable).
+/// The seed of the self-check inputs (any value works; fixed so runs are comparable).
 const SELFCHECK_SEED: u64 = 2024;
 
-/// Runs when the wasm module loads.
+/// Runs when the module loads: panics go to the console and to `self.onwasmpanic` (set by the
+/// worker, which reports the panic and lets the page start a fresh worker).
 #[wasm_bindgen(start)]
 pub fn start() {
     std::panic::set_hook(Box::new(|info| {
-        web_sys::console::error_1(&JsValue::from_str(&info.to_string()));
-        if let Some(document) = document() {
-            show_status(&document, "error", &format!("Internal error: {info}"));
+        let message = info.to_string();
+        web_sys::console::error_1(&JsValue::from_str(&message));
+        let global = js_sys::global();
+        if let Ok(hook) = js_sys::Reflect::get(&global, &JsValue::from_str("onwasmpanic"))
+            && let Some(hook) = hook.dyn_ref::<js_sys::Function>()
+        {
+            let _ = hook.call1(&JsValue::NULL, &JsValue::from_str(&message));
         }
     }));
-    wasm_bindgen_futures::spawn_local(async {
-        let Some(document) = document() else {
-            return;
-        };
-        match run_selfcheck().await {
-            Ok(report) => show_report(&document, &report),
-            Err(GpuError::WebGpuUnavailable) => show_status(
-                &document,
-                "no-webgpu",
-                &GpuError::WebGpuUnavailable.to_string(),
-            ),
-            Err(e) => show_status(&document, "error", &format!("The GPU check failed: {e}")),
-        }
-    });
 }
 
-/// Opens the GPU and runs every kernel check; for scripts that want the raw report.
-#[wasm_bindgen(js_name = selfCheck)]
-pub async fn self_check() -> Result<JsValue, JsError> {
-    let report = run_selfcheck().await?;
-    Ok(serde_wasm_bindgen::to_value(&report)?)
+/// A JS error object `{ kind, message }`.
+#[derive(Serialize)]
+struct WebError {
+    kind: &'static str,
+    message: String,
 }
 
-async fn run_selfcheck() -> Result<SelfCheckReport, GpuError> {
-    let gpu = Gpu::new().await?;
-    selfcheck::run(&gpu, SELFCHECK_SEED).await
+fn error(kind: &'static str, message: impl ToString) -> JsValue {
+    let e = WebError {
+        kind,
+        message: message.to_string(),
+    };
+    serde_wasm_bindgen::to_value(&e).unwrap_or_else(|_| JsValue::from_str(&e.message))
 }
 
-fn document() -> Option<Document> {
-    web_sys::window()?.document()
-}
-
-/// Sets the status line's text and its `data-state` (`running`, `pass`, `fail`, `no-webgpu`, `error`).
-fn show_status(document: &Document, state: &str, text: &str) {
-    if let Some(status) = document.get_element_by_id("selfcheck-status") {
-        status.set_text_content(Some(text));
-        // Setting a plain data attribute cannot fail on a live element.
-        let _ = status.set_attribute("data-state", state);
+fn gpu_error(e: GpuError) -> JsValue {
+    match e {
+        GpuError::WebGpuUnavailable => error("no-webgpu", e),
+        other => error("gpu", other),
     }
 }
 
-fn show_report(document: &Document, report: &SelfCheckReport) {
-    let a = &report.adapter;
-    if let Some(adapter) = document.get_element_by_id("adapter") {
-        // Browsers may withhold the adapter's description (SwiftShader gives none).
-        let name = if a.name.is_empty() {
-            "name not reported by the browser"
-        } else {
-            &a.name
-        };
-        adapter.set_text_content(Some(&format!(
-            "Adapter: {name} ({}, {})",
-            a.backend, a.device_type
-        )));
+fn bundle_error(e: BundleError) -> JsValue {
+    match e {
+        BundleError::Integrity { .. } => error("integrity", e),
+        other => error("bundle", other),
     }
-    if let Some(body) = document.get_element_by_id("selfcheck-rows") {
-        for check in &report.checks {
-            let c = &check.comparison;
-            let verdict = if c.passed() { "match" } else { "MISMATCH" };
-            let cells = [
-                check.kernel.to_string(),
-                check.shape.clone(),
-                format!("{:.2e}", c.max_abs_err),
-                format!("{} / {}", c.n_bad, c.len),
-                verdict.to_string(),
-            ];
-            if let Some(row) = row(document, &cells) {
-                let _ = body.append_child(&row);
+}
+
+fn engine_error(e: EngineError) -> JsValue {
+    match e {
+        EngineError::Gpu(g) => gpu_error(g),
+        EngineError::Cancelled => error("cancelled", e),
+        EngineError::Options(_) | EngineError::TooManyCandidates { .. } => error("options", e),
+        other => error("gpu", other),
+    }
+}
+
+/// What the page shows about a loaded model.
+#[derive(Serialize)]
+struct Info<'a> {
+    adapter: &'a AdapterSummary,
+    source_lang: &'a str,
+    target_lang: &'a str,
+    parameters: usize,
+    load_ms: f64,
+    metrics: &'a serde_json::Value,
+}
+
+/// A loaded model on the GPU.
+#[wasm_bindgen]
+pub struct Translator {
+    engine: Engine,
+    adapter: AdapterSummary,
+    source_lang: String,
+    target_lang: String,
+    metrics: serde_json::Value,
+}
+
+#[wasm_bindgen]
+impl Translator {
+    /// Verifies and loads a bundle: `manifest` is `manifest.json`, `files` an object mapping
+    /// each other file name of the manifest to its bytes (`Uint8Array`).
+    pub async fn load(manifest: Vec<u8>, files: JsValue) -> Result<Translator, JsValue> {
+        let bundle = Bundle::from_files(&manifest, |name| {
+            let value = js_sys::Reflect::get(&files, &JsValue::from_str(name))
+                .map_err(|_| "not given".to_string())?;
+            if value.is_undefined() {
+                return Err("not downloaded".into());
             }
-        }
+            Ok(js_sys::Uint8Array::new(&value).to_vec())
+        })
+        .map_err(bundle_error)?;
+        let (source_lang, target_lang) = (
+            bundle.manifest.source_lang.clone(),
+            bundle.manifest.target_lang.clone(),
+        );
+        let metrics = bundle.manifest.metrics.clone();
+        let gpu = Gpu::new().await.map_err(gpu_error)?;
+        let adapter = gpu.adapter().clone();
+        let engine = Engine::new(gpu, bundle).await.map_err(engine_error)?;
+        Ok(Translator {
+            engine,
+            adapter,
+            source_lang,
+            target_lang,
+            metrics,
+        })
     }
-    let n = report.checks.len();
-    if report.passed {
-        show_status(
-            document,
-            "pass",
-            &format!("All {n} kernel checks match the reference (atol 1e-4, rtol 1e-4)."),
-        );
-    } else {
-        let bad = report
-            .checks
-            .iter()
-            .filter(|c| !c.comparison.passed())
-            .count();
-        show_status(
-            document,
-            "fail",
-            &format!("{bad} of {n} kernel checks do not match the reference on this adapter."),
-        );
+
+    /// `{ adapter, source_lang, target_lang, parameters, load_ms, metrics }`.
+    pub fn info(&self) -> Result<JsValue, JsValue> {
+        let info = Info {
+            adapter: &self.adapter,
+            source_lang: &self.source_lang,
+            target_lang: &self.target_lang,
+            parameters: self.engine.config().n_params(),
+            load_ms: self.engine.load_ms,
+            metrics: &self.metrics,
+        };
+        serde_wasm_bindgen::to_value(&info).map_err(|e| error("gpu", e))
+    }
+
+    /// Translates `text` with `options` (a `TranslateOptions` object; missing fields take the
+    /// defaults of [`default_options`]). `cancelled` is called before each sentence; when it
+    /// returns true the translation stops with a `cancelled` error.
+    pub async fn translate(
+        &self,
+        text: String,
+        options: JsValue,
+        cancelled: js_sys::Function,
+    ) -> Result<JsValue, JsValue> {
+        let options: TranslateOptions = if options.is_undefined() || options.is_null() {
+            TranslateOptions::default()
+        } else {
+            serde_wasm_bindgen::from_value(options).map_err(|e| error("options", e))?
+        };
+        let is_cancelled = || cancelled.call0(&JsValue::NULL).is_ok_and(|v| v.is_truthy());
+        let translation = self
+            .engine
+            .translate_cancellable(&text, &options, &is_cancelled)
+            .await
+            .map_err(engine_error)?;
+        translation
+            .serialize(&serde_wasm_bindgen::Serializer::json_compatible())
+            .map_err(|e| error("gpu", e))
     }
 }
 
-fn row(document: &Document, cells: &[String]) -> Option<Element> {
-    let tr = document.create_element("tr").ok()?;
-    for text in cells {
-        let td = document.create_element("td").ok()?;
-        td.set_text_content(Some(text));
-        tr.append_child(&td).ok()?;
-    }
-    Some(tr)
+/// The decoding defaults (the reference implementation's): beam 8, 4 groups, diversity 0.5,
+/// length penalty 0.6, repetition penalty 1.5 over 30 tokens.
+#[wasm_bindgen(js_name = defaultOptions)]
+pub fn default_options() -> Result<JsValue, JsValue> {
+    TranslateOptions::default()
+        .serialize(&serde_wasm_bindgen::Serializer::json_compatible())
+        .map_err(|e| error("options", e))
+}
+
+/// Opens WebGPU and runs every kernel check: `{ adapter, checks, passed }`.
+#[wasm_bindgen(js_name = selfCheck)]
+pub async fn self_check() -> Result<JsValue, JsValue> {
+    let gpu = Gpu::new().await.map_err(gpu_error)?;
+    let report = selfcheck::run(&gpu, SELFCHECK_SEED)
+        .await
+        .map_err(gpu_error)?;
+    report
+        .serialize(&serde_wasm_bindgen::Serializer::json_compatible())
+        .map_err(|e| error("gpu", e))
 }

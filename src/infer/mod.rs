@@ -55,6 +55,8 @@ pub enum EngineError {
     },
     #[error("beam search failed: {0}")]
     Search(String),
+    #[error("the translation was cancelled by a newer request")]
+    Cancelled,
 }
 
 impl From<SearchError<GpuError>> for EngineError {
@@ -155,6 +157,41 @@ struct Cross<'a> {
     shape: AttentionShape,
     /// Where to store the attention weights (the heatmap), if wanted.
     weights: Option<&'a wgpu::Buffer>,
+}
+
+/// One layer's cross-attention keys and values: in the batch, and the sentence's own copy.
+struct CopyPair {
+    batch: (wgpu::Buffer, wgpu::Buffer),
+    own: (wgpu::Buffer, wgpu::Buffer),
+}
+
+/// A sentence's cross-attention keys and values for every decoder layer.
+pub(crate) struct CrossCopy {
+    copies: Vec<CopyPair>,
+    offset: u64,
+    bytes: u64,
+}
+
+impl CrossCopy {
+    /// Records the copies out of the batch.
+    fn record(&self, e: &mut wgpu::CommandEncoder) {
+        for c in &self.copies {
+            e.copy_buffer_to_buffer(&c.batch.0, self.offset, &c.own.0, 0, self.bytes);
+            e.copy_buffer_to_buffer(&c.batch.1, self.offset, &c.own.1, 0, self.bytes);
+        }
+    }
+
+    /// Per layer, the sentence's keys and values.
+    fn layers(&self) -> impl Iterator<Item = (&wgpu::Buffer, &wgpu::Buffer)> {
+        self.copies.iter().map(|c| (&c.own.0, &c.own.1))
+    }
+}
+
+/// The self-attention inputs of one decoder layer.
+struct SelfAttn<'a> {
+    shape: AttentionShape,
+    key_len: &'a wgpu::Buffer,
+    kv: SelfKv<'a>,
 }
 
 /// The encoder's output for a batch of sentences.
@@ -405,9 +442,7 @@ impl Engine {
         e: &mut wgpu::CommandEncoder,
         layer: &DecoderLayer,
         s: &Scratch,
-        self_shape: &AttentionShape,
-        self_key_len: &wgpu::Buffer,
-        kv: SelfKv<'_>,
+        self_attn: SelfAttn<'_>,
         cross: &Cross<'_>,
     ) -> Result<(), GpuError> {
         let (gpu, k) = (&self.gpu, &self.kernels);
@@ -416,7 +451,7 @@ impl Engine {
         self.matmul(e, &s.x, &a.query, &s.q, rows)?;
         self.matmul(e, &s.x, &a.key, &s.k, rows)?;
         self.matmul(e, &s.x, &a.value, &s.v, rows)?;
-        let (keys, values) = match kv {
+        let (keys, values) = match self_attn.kv {
             SelfKv::Full => (&s.k, &s.v),
             SelfKv::Cache {
                 parent,
@@ -448,12 +483,12 @@ impl Engine {
         k.attention.encode(
             gpu,
             e,
-            self_shape,
+            &self_attn.shape,
             &AttentionArgs {
                 q: &s.q,
                 k: keys,
                 v: values,
-                key_len: self_key_len,
+                key_len: self_attn.key_len,
                 weights: None,
                 context: &s.ctx,
             },
@@ -483,43 +518,27 @@ impl Engine {
         self.add_norm(e, &s.f, &s.x2, &layer.norm3, &s.x, rows)
     }
 
-    /// Copies sentence `i`'s cross-attention keys and values out of the batch, for a decoder
-    /// that attends with `batch = 1`.
-    fn sentence_cross(
-        &self,
-        encoded: &Encoded,
-        i: usize,
-    ) -> (
-        Vec<(wgpu::Buffer, wgpu::Buffer)>,
-        impl FnOnce(&mut wgpu::CommandEncoder) + use<>,
-    ) {
+    /// Buffers for sentence `i`'s cross-attention keys and values, and the copies that fill
+    /// them from the batch (for a decoder that attends with `batch = 1`).
+    fn sentence_cross(&self, encoded: &Encoded, i: usize) -> CrossCopy {
         let d = self.config.d_model;
         let len = encoded.lengths[i];
-        let bytes = (len * d * 4) as u64;
-        let offset = (i * encoded.seq * d * 4) as u64;
-        let own: Vec<(wgpu::Buffer, wgpu::Buffer)> = encoded
+        let copies = encoded
             .cross
             .iter()
-            .map(|_| {
-                (
+            .map(|(bk, bv)| CopyPair {
+                batch: (bk.clone(), bv.clone()),
+                own: (
                     self.gpu.storage_zeroed("sentence cross k", len * d),
                     self.gpu.storage_zeroed("sentence cross v", len * d),
-                )
+                ),
             })
             .collect();
-        let copies: Vec<_> = encoded
-            .cross
-            .iter()
-            .zip(&own)
-            .map(|((bk, bv), (k, v))| (bk.clone(), bv.clone(), k.clone(), v.clone()))
-            .collect();
-        let record = move |e: &mut wgpu::CommandEncoder| {
-            for (bk, bv, k, v) in &copies {
-                e.copy_buffer_to_buffer(bk, offset, k, 0, bytes);
-                e.copy_buffer_to_buffer(bv, offset, v, 0, bytes);
-            }
-        };
-        (own, record)
+        CrossCopy {
+            copies,
+            offset: (i * encoded.seq * d * 4) as u64,
+            bytes: (len * d * 4) as u64,
+        }
     }
 
     /// The decoder over a whole target prefix at once for sentence `i` of `encoded`:
@@ -547,7 +566,7 @@ impl Engine {
         let s = Scratch::new(gpu, t, c);
         gpu.queue
             .write_buffer(&s.tokens, 0, bytemuck::cast_slice(tgt_in));
-        let (cross, copy) = self.sentence_cross(encoded, i);
+        let cross = self.sentence_cross(encoded, i);
         let self_len = gpu.storage_from("target length", &[t as u32]);
         let cross_len = gpu.storage_from("source length", &[src_len as u32]);
         let logits = gpu.storage_zeroed("logits", t * c.tgt_vocab_size);
@@ -558,7 +577,7 @@ impl Engine {
         };
         let mut result = Ok(());
         gpu.submit("teacher-forced decoder", |e| {
-            copy(e);
+            cross.record(e);
             result = (|| {
                 self.kernels.embed.encode(
                     gpu,
@@ -574,7 +593,9 @@ impl Engine {
                     },
                 )?;
                 let n = self.weights.decoder.len();
-                for (l, (layer, (ck, cv))) in self.weights.decoder.iter().zip(&cross).enumerate() {
+                for (l, (layer, (ck, cv))) in
+                    self.weights.decoder.iter().zip(cross.layers()).enumerate()
+                {
                     let cross = Cross {
                         k: ck,
                         v: cv,
@@ -582,15 +603,12 @@ impl Engine {
                         shape: self.attention_shape(1, t, src_len),
                         weights: (l + 1 == n).then_some(&weights),
                     };
-                    self.record_decoder_layer(
-                        e,
-                        layer,
-                        &s,
-                        &self_shape,
-                        &self_len,
-                        SelfKv::Full,
-                        &cross,
-                    )?;
+                    let self_attn = SelfAttn {
+                        shape: self_shape,
+                        key_len: &self_len,
+                        kv: SelfKv::Full,
+                    };
+                    self.record_decoder_layer(e, layer, &s, self_attn, &cross)?;
                 }
                 self.matmul(e, &s.x, &self.weights.tgt_embed, &logits, t)
             })();
@@ -639,6 +657,17 @@ impl Engine {
         text: &str,
         options: &TranslateOptions,
     ) -> Result<Translation, EngineError> {
+        self.translate_cancellable(text, options, &|| false).await
+    }
+
+    /// [`Engine::translate`] that asks `cancelled` before each sentence and gives up with
+    /// [`EngineError::Cancelled`] once it answers true (the page: a newer request came in).
+    pub async fn translate_cancellable(
+        &self,
+        text: &str,
+        options: &TranslateOptions,
+        cancelled: &dyn Fn() -> bool,
+    ) -> Result<Translation, EngineError> {
         self.check_options(&options.search)?;
         let start = now_ms();
         let before = self.gpu.counts();
@@ -661,6 +690,9 @@ impl Engine {
         let encoded = self.encode(&sources).await?;
         timings.encoder_ms = now_ms() - start;
         for (i, (s, sentence, tokens)) in pieces.iter().enumerate() {
+            if cancelled() {
+                return Err(EngineError::Cancelled);
+            }
             let (result, stats) = self.search(&encoded, i, &options.search).await?;
             timings.add(&stats);
             let mut hypotheses = Vec::new();
@@ -810,8 +842,9 @@ pub struct Timings {
     pub decoder_ms: f64,
     pub bookkeeping_ms: f64,
     pub total_ms: f64,
+    /// Decoder steps of all searches.
     pub steps: usize,
-    /// Tokens generated by the searches' best hypotheses... counted per decoder step row.
+    /// GPU work of the whole translation (encoder passes and heatmaps included).
     pub gpu: GpuCounts,
 }
 

@@ -1,6 +1,6 @@
 //! One sentence's decoder on the GPU: the [`StepModel`] that beam search drives.
 
-use super::{Cross, Encoded, Engine, EngineError, Scratch, SelfKv, now_ms};
+use super::{Cross, CrossCopy, Encoded, Engine, EngineError, Scratch, SelfAttn, SelfKv, now_ms};
 use crate::config::{BOS_ID, EOS_ID};
 use crate::gpu::GpuError;
 use crate::kernels::attention::AttentionShape;
@@ -17,9 +17,8 @@ pub struct Session<'e> {
     /// Positions reserved per row in the caches: the longest target.
     capacity: usize,
     src_len: usize,
-    cross: Vec<(wgpu::Buffer, wgpu::Buffer)>,
-    /// Copies the sentence's cross K/V out of the batch; recorded into step 0.
-    copy_cross: Option<Box<dyn FnOnce(&mut wgpu::CommandEncoder) + 'e>>,
+    /// The sentence's cross-attention keys and values, copied out of the batch in step 0.
+    cross: CrossCopy,
     cross_len: wgpu::Buffer,
     self_len: wgpu::Buffer,
     caches: Vec<[(wgpu::Buffer, wgpu::Buffer); 2]>,
@@ -54,7 +53,7 @@ impl<'e> Session<'e> {
         let rows = options.beam.max(1);
         let src_len = encoded.lengths[i];
         let capacity = options.max_target_len(src_len, c.max_seq_len).max(1);
-        let (cross, copy) = engine.sentence_cross(encoded, i);
+        let cross = engine.sentence_cross(encoded, i);
         let cache = |label| gpu.storage_zeroed(label, rows * capacity * c.d_model);
         let history_cap = options.repetition_window.max(1);
         Ok(Self {
@@ -63,7 +62,6 @@ impl<'e> Session<'e> {
             capacity,
             src_len,
             cross,
-            copy_cross: Some(Box::new(copy)),
             cross_len: gpu.storage_from("source length", &[src_len as u32]),
             self_len: gpu.storage_from("cache length", &vec![capacity as u32; rows]),
             caches: (0..c.n_dec_layers)
@@ -132,8 +130,8 @@ impl<'e> Session<'e> {
         write(&self.history, &history);
         write(&self.history_len, &history_len);
 
-        if let Some(copy) = self.copy_cross.take() {
-            copy(e);
+        if t == 0 {
+            self.cross.record(e);
         }
         // Shapes: `s.rows` is the session's capacity; this step uses `rows` of them.
         let s = Scratch {
@@ -164,7 +162,9 @@ impl<'e> Session<'e> {
             causal: false,
         };
         let (src, dst) = (self.current, 1 - self.current);
-        for ((layer, caches), (ck, cv)) in w.decoder.iter().zip(&self.caches).zip(&self.cross) {
+        for ((layer, caches), (ck, cv)) in
+            w.decoder.iter().zip(&self.caches).zip(self.cross.layers())
+        {
             let cross = Cross {
                 k: ck,
                 v: cv,
@@ -179,7 +179,12 @@ impl<'e> Session<'e> {
                 capacity: self.capacity,
                 t,
             };
-            engine.record_decoder_layer(e, layer, &s, &self_shape, &self.self_len, kv, &cross)?;
+            let self_attn = SelfAttn {
+                shape: self_shape,
+                key_len: &self.self_len,
+                kv,
+            };
+            engine.record_decoder_layer(e, layer, &s, self_attn, &cross)?;
         }
         engine.matmul(e, &s.x, &w.tgt_embed, &self.logits, rows)?;
         engine.kernels.logits_topk.encode(
