@@ -18,6 +18,8 @@
 //! - feature `train` (native): [`data`] (corpora, cleaning, batches), [`model`] (the burn
 //!   Transformer), [`train`] (the training loop), [`export`] (checkpoint → bundle).
 
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod config;
 #[cfg(feature = "train")]
 pub mod data;

@@ -7,9 +7,9 @@ use clap::Parser;
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use webnmt::cli::SearchArgs;
 use webnmt::gpu::Gpu;
 use webnmt::infer::{Engine, TranslateOptions, Translation};
-use webnmt::search::SearchOptions;
 use webnmt::weights::Bundle;
 
 /// Translate text from stdin with a webnmt model bundle on the GPU.
@@ -19,36 +19,8 @@ struct Args {
     /// The model bundle directory (manifest.json, model.safetensors, tokenizers).
     #[arg(long)]
     model: PathBuf,
-    /// Beam size (1 = greedy) [default: 8].
-    #[arg(long)]
-    beam: Option<usize>,
-    /// Diverse beam groups; must divide the beam [default: 4].
-    #[arg(long)]
-    groups: Option<usize>,
-    /// Diversity penalty between groups [default: 0.5].
-    #[arg(long)]
-    diversity: Option<f32>,
-    /// Length penalty α: hypotheses are ranked by log-prob / length^α [default: 0.6].
-    #[arg(long)]
-    length_penalty: Option<f32>,
-    /// Repetition penalty (1 = off) [default: 1.5].
-    #[arg(long)]
-    repetition_penalty: Option<f32>,
-    /// Tokens the repetition penalty looks back over [default: 30].
-    #[arg(long)]
-    repetition_window: Option<usize>,
-    /// Translations per line in the --json output [default: 1].
-    #[arg(long)]
-    n_best: Option<usize>,
-    /// Maximum target length = floor(A · source tokens) + B, capped by the model [default: A 2].
-    #[arg(long)]
-    max_len_a: Option<f32>,
-    /// See --max-len-a [default: 10].
-    #[arg(long)]
-    max_len_b: Option<usize>,
-    /// Greedy decoding without penalties (beam 1, one group, repetition penalty 1).
-    #[arg(long)]
-    greedy: bool,
+    #[command(flatten)]
+    search: SearchArgs,
     /// One JSON object per line: n-best with scores, sentences, timings.
     #[arg(long)]
     json: bool,
@@ -68,32 +40,9 @@ fn main() -> ExitCode {
     }
 }
 
-fn search_options(args: &Args) -> SearchOptions {
-    let mut o = if args.greedy {
-        SearchOptions {
-            repetition_penalty: 1.0,
-            ..SearchOptions::greedy()
-        }
-    } else {
-        SearchOptions::default()
-    };
-    o.beam = args.beam.unwrap_or(o.beam);
-    o.groups = args
-        .groups
-        .unwrap_or(if args.beam == Some(1) { 1 } else { o.groups });
-    o.diversity = args.diversity.unwrap_or(o.diversity);
-    o.length_penalty = args.length_penalty.unwrap_or(o.length_penalty);
-    o.repetition_penalty = args.repetition_penalty.unwrap_or(o.repetition_penalty);
-    o.repetition_window = args.repetition_window.unwrap_or(o.repetition_window);
-    o.n_best = args.n_best.unwrap_or(o.n_best);
-    o.max_len_a = args.max_len_a.unwrap_or(o.max_len_a);
-    o.max_len_b = args.max_len_b.unwrap_or(o.max_len_b);
-    o
-}
-
 async fn run(args: Args) -> Result<(), String> {
     let options = TranslateOptions {
-        search: search_options(&args),
+        search: args.search.options(),
         attention: args.attention,
     };
     let bundle = Bundle::from_dir(&args.model).map_err(|e| e.to_string())?;

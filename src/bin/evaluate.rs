@@ -1,0 +1,223 @@
+//! `evaluate`: BLEU and chrF exactly as sacreBLEU 2.6.0 computes them by default (BLEU: 13a
+//! tokenizer, exponential smoothing; chrF: n = 6, β = 2), corpus-level, plus the reference
+//! implementation's error analysis (repetitions, number mismatches, unknown tokens, length
+//! ratio).
+//!
+//! Either translates a test set first (`--model` with the GPU engine; `--checkpoint` with the
+//! fp32 burn weights of a run, for the int8-vs-fp32 comparison) or scores existing
+//! translations (`--hyp`).
+
+use clap::Parser;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use webnmt::cli::SearchArgs;
+use webnmt::eval::{self, EvalReport};
+use webnmt::gpu::Gpu;
+use webnmt::infer::{Engine, TranslateOptions, now_ms};
+use webnmt::weights::Bundle;
+
+/// Score translations with sacreBLEU-compatible BLEU / chrF and an error analysis.
+#[derive(Parser, Debug)]
+#[command(version, about)]
+struct Args {
+    /// Source sentences, one per line (translated with --model, or used by the error analysis).
+    #[arg(long)]
+    src: Option<PathBuf>,
+    /// Reference translations, one per line; repeat for several reference streams.
+    #[arg(long = "ref", required = true)]
+    refs: Vec<PathBuf>,
+    /// Existing translations to score (instead of translating --src).
+    #[arg(long, conflicts_with = "model")]
+    hyp: Option<PathBuf>,
+    /// A model bundle: translate --src with the GPU engine.
+    #[arg(long)]
+    model: Option<PathBuf>,
+    /// With --model: translate with the fp32 burn weights of this checkpoint (`best/model.bpk`
+    /// of the run that exported the bundle) on the CPU instead of the int8 GPU engine.
+    #[arg(long, requires = "model")]
+    checkpoint: Option<PathBuf>,
+    #[command(flatten)]
+    search: SearchArgs,
+    /// Only the first N lines.
+    #[arg(long)]
+    limit: Option<usize>,
+    /// Write the translations here, one per line.
+    #[arg(long)]
+    output: Option<PathBuf>,
+    /// Write the report (scores, signatures, analysis, options, timing) as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    match pollster::block_on(run(Args::parse())) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn read_lines(path: &Path, limit: Option<usize>) -> Result<Vec<String>, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        let line = e.as_bytes()[..e.utf8_error().valid_up_to()]
+            .iter()
+            .filter(|&&b| b == b'\n')
+            .count()
+            + 1;
+        format!("{} line {line} is not valid UTF-8", path.display())
+    })?;
+    let lines = eval::lines_of(&text);
+    let n = limit.unwrap_or(lines.len()).min(lines.len());
+    Ok(lines[..n].iter().map(|l| l.to_string()).collect())
+}
+
+async fn run(args: Args) -> Result<(), String> {
+    let options = TranslateOptions {
+        search: args.search.options(),
+        attention: false,
+    };
+    let sources = match &args.src {
+        Some(p) => Some(read_lines(p, args.limit)?),
+        None => None,
+    };
+    let refs: Vec<Vec<String>> = args
+        .refs
+        .iter()
+        .map(|p| read_lines(p, args.limit))
+        .collect::<Result<_, _>>()?;
+    let start = now_ms();
+    let (hyps, engine_name) = match (&args.hyp, &args.model, &sources) {
+        (Some(hyp), _, _) => (read_lines(hyp, args.limit)?, "file".to_string()),
+        (None, Some(model), Some(sources)) => {
+            let bundle = Bundle::from_dir(model).map_err(|e| e.to_string())?;
+            match &args.checkpoint {
+                Some(bpk) => (
+                    burn_fp32(bundle, bpk, sources, &options)?,
+                    "burn fp32 (CPU)".into(),
+                ),
+                None => gpu_int8(bundle, sources, &options).await?,
+            }
+        }
+        _ => return Err("give --hyp FILE, or --model DIR with --src FILE".into()),
+    };
+    let secs = (now_ms() - start) / 1000.0;
+    if let Some(out) = &args.output {
+        std::fs::write(out, hyps.join("\n") + "\n")
+            .map_err(|e| format!("cannot write {}: {e}", out.display()))?;
+    }
+    let no_sources = vec![String::new(); hyps.len()];
+    let report: EvalReport =
+        eval::evaluate(sources.as_deref().unwrap_or(&no_sources), &hyps, &refs)
+            .map_err(|e| e.to_string())?;
+    println!("{report}");
+    println!(
+        "{} lines translated by {engine_name} in {secs:.1} s ({:.1} lines/s)",
+        hyps.len(),
+        hyps.len() as f64 / secs.max(1e-9)
+    );
+    if let Some(path) = &args.json {
+        let json = serde_json::json!({
+            "report": report,
+            "lines": hyps.len(),
+            "engine": engine_name,
+            "seconds": secs,
+            "options": options.search,
+        });
+        let text = serde_json::to_string_pretty(&json).map_err(|e| e.to_string())?;
+        std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// Prints `done / total` on stderr, at most once per percent.
+fn progress(done: usize, total: usize) {
+    if done == total || (done * 100 / total.max(1)) != ((done - 1) * 100 / total.max(1)) {
+        eprint!("\rtranslated {done}/{total}");
+        if done == total {
+            eprintln!();
+        }
+    }
+}
+
+async fn gpu_int8(
+    bundle: Bundle,
+    sources: &[String],
+    options: &TranslateOptions,
+) -> Result<(Vec<String>, String), String> {
+    let gpu = Gpu::new().await.map_err(|e| e.to_string())?;
+    let name = format!("GPU engine int8 on {}", gpu.adapter().name);
+    let engine = Engine::new(gpu, bundle).await.map_err(|e| e.to_string())?;
+    let mut hyps = Vec::with_capacity(sources.len());
+    for (i, line) in sources.iter().enumerate() {
+        let t = engine
+            .translate(line, options)
+            .await
+            .map_err(|e| format!("line {}: {e}", i + 1))?;
+        hyps.push(t.text);
+        progress(i + 1, sources.len());
+    }
+    Ok((hyps, name))
+}
+
+#[cfg(feature = "train")]
+fn burn_fp32(
+    bundle: Bundle,
+    checkpoint: &Path,
+    sources: &[String],
+    options: &TranslateOptions,
+) -> Result<Vec<String>, String> {
+    use burn::module::Module;
+    use webnmt::infer::text::split_sentences;
+    use webnmt::model::{BurnSession, Transformer};
+    let device = burn::tensor::Device::flex();
+    let config = bundle.config().clone();
+    let model = Transformer::new(&config, &device)
+        .try_load_file(checkpoint)
+        .map_err(|e| format!("cannot load {}: {e:?}", checkpoint.display()))?;
+    let mut hyps = Vec::with_capacity(sources.len());
+    for (i, line) in sources.iter().enumerate() {
+        // As `Engine::translate`: sentences, chunks of at most max_seq_len tokens, best
+        // hypotheses joined by spaces.
+        let mut parts = Vec::new();
+        for sentence in split_sentences(line) {
+            let ids = bundle
+                .source_tokenizer
+                .encode(sentence)
+                .map_err(|e| e.to_string())?;
+            for chunk in ids.chunks(config.max_seq_len) {
+                let mut session = BurnSession::new(&model, chunk, config.max_seq_len, &device);
+                let result = pollster::block_on(webnmt::search::beam_search(
+                    &mut session,
+                    &options.search,
+                    chunk.len(),
+                ))
+                .map_err(|e| e.to_string())?;
+                if let Some(best) = result.best() {
+                    let text = bundle
+                        .target_tokenizer
+                        .decode(&best.tokens)
+                        .map_err(|e| e.to_string())?;
+                    if !text.is_empty() {
+                        parts.push(text);
+                    }
+                }
+            }
+        }
+        hyps.push(parts.join(" "));
+        progress(i + 1, sources.len());
+    }
+    Ok(hyps)
+}
+
+#[cfg(not(feature = "train"))]
+fn burn_fp32(
+    _: Bundle,
+    _: &Path,
+    _: &[String],
+    _: &TranslateOptions,
+) -> Result<Vec<String>, String> {
+    Err("--checkpoint needs the burn model: build with --features train".into())
+}
