@@ -1,0 +1,238 @@
+//! The `translate` and `evaluate` binaries as a user runs them: line count preserved, empty
+//! lines, hostile input, invalid UTF-8, JSON output, broken bundles, and sacreBLEU agreement.
+#![cfg(feature = "cli")]
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+const TINY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/tiny/bundle");
+const SACREBLEU: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/sacrebleu");
+
+fn bin(name: &str) -> Command {
+    let mut c = Command::new(match name {
+        "translate" => env!("CARGO_BIN_EXE_translate"),
+        _ => env!("CARGO_BIN_EXE_evaluate"),
+    });
+    if std::env::var_os("XDG_RUNTIME_DIR").is_none() {
+        c.env("XDG_RUNTIME_DIR", std::env::temp_dir());
+    }
+    c
+}
+
+/// Runs `translate` with `args` on `input`.
+fn translate(args: &[&str], input: &[u8]) -> Output {
+    let mut child = bin("translate")
+        .args(["--model", TINY])
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("translate starts");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input)
+        .expect("write stdin");
+    child.wait_with_output().expect("translate runs")
+}
+
+fn stdout_lines(out: &Output) -> Vec<String> {
+    String::from_utf8(out.stdout.clone())
+        .expect("UTF-8 output")
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn one_line_out_per_line_in_whatever_the_line_holds() {
+    let long_sentence = "ein Mann ".repeat(300); // 2,700 characters, no punctuation
+    let paragraph = "Ein Hund rennt über die Wiese. Zwei Kinder spielen im Sand! ".repeat(330);
+    let input = format!(
+        "Ein Mann fährt Fahrrad.\n\n   \t \n<script>alert(1)</script> <b>fett</b>\n{long_sentence}\n\
+         Emoji 😀🚲 und عربي שלום 中文\nKontroll\u{7}zeichen\r\n{paragraph}\nletzte Zeile ohne Umbruch"
+    );
+    let out = translate(&["--beam", "2", "--groups", "1"], input.as_bytes());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let lines = stdout_lines(&out);
+    assert_eq!(lines.len(), 9, "line count must be preserved");
+    assert_eq!(lines[1], "", "an empty line gives an empty line");
+    assert_eq!(lines[2], "", "a blank line gives an empty line");
+    for i in [0, 3, 4, 5, 6, 7, 8] {
+        assert!(!lines[i].trim().is_empty(), "line {i} has a translation");
+    }
+    assert!(
+        stderr.contains("sentences in"),
+        "summary on stderr: {stderr}"
+    );
+}
+
+#[test]
+fn a_sentence_longer_than_the_model_is_chunked_not_cut() {
+    let long_sentence = "ein Mann ".repeat(300);
+    let out = translate(&["--greedy", "--json"], long_sentence.as_bytes());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    let chunks = json["sentences"][0]["chunks"].as_u64().expect("chunks");
+    assert!(
+        chunks >= 2,
+        "600 tokens must be translated in pieces, got {chunks}"
+    );
+}
+
+#[test]
+fn json_has_n_best_scores_timings_and_heatmaps() {
+    let out = translate(
+        &[
+            "--beam",
+            "4",
+            "--groups",
+            "2",
+            "--n-best",
+            "3",
+            "--json",
+            "--attention",
+        ],
+        "Ein Mann schläft. Eine Frau liest ein Buch.\n".as_bytes(),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    let sentences = json["sentences"].as_array().expect("sentences");
+    assert_eq!(sentences.len(), 2);
+    for s in sentences {
+        let n_best = s["hypotheses"].as_array().expect("hypotheses");
+        assert_eq!(n_best.len(), 3);
+        let scores: Vec<f64> = n_best.iter().filter_map(|h| h["score"].as_f64()).collect();
+        assert!(
+            scores.windows(2).all(|w| w[0] >= w[1]),
+            "sorted: {scores:?}"
+        );
+        let map = &s["attention"];
+        let (rows, cols) = (
+            map["target_tokens"].as_array().expect("targets").len(),
+            map["source_tokens"].as_array().expect("sources").len(),
+        );
+        let weights = map["weights"].as_array().expect("weights");
+        assert_eq!(weights.len(), rows * cols);
+        for r in 0..rows {
+            let sum: f64 = weights[r * cols..][..cols]
+                .iter()
+                .filter_map(|w| w.as_f64())
+                .sum();
+            assert!((sum - 1.0).abs() < 1e-3, "row {r} sums to {sum}");
+        }
+    }
+    let t = &json["timings"];
+    assert!(t["steps"].as_u64().expect("steps") > 0);
+    assert!(t["gpu"]["submits"].as_u64().expect("submits") > 0);
+}
+
+#[test]
+fn invalid_utf8_names_the_line() {
+    let out = translate(&["--greedy"], b"Ein Hund.\nkaputt \xff\xfe hier\n");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("line 2 is not valid UTF-8"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn a_broken_bundle_is_one_clear_error_before_the_gpu() {
+    let dir = std::env::temp_dir().join(format!("webnmt-cli-broken-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    for f in [
+        "manifest.json",
+        "model.safetensors",
+        "source.tokenizer.json",
+        "target.tokenizer.json",
+    ] {
+        std::fs::copy(Path::new(TINY).join(f), dir.join(f)).expect("copy");
+    }
+    let weights = dir.join("model.safetensors");
+    let mut bytes = std::fs::read(&weights).expect("read");
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x55;
+    std::fs::write(&weights, bytes).expect("write");
+    let out = bin("translate")
+        .args(["--model", &dir.to_string_lossy()])
+        .stdin(Stdio::null())
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    assert!(stderr.contains("model.safetensors is damaged"), "{stderr}");
+    assert!(
+        !stderr.contains("model loaded"),
+        "no GPU work before validation: {stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_options_are_refused_with_the_reason() {
+    let out = translate(&["--beam", "6", "--groups", "4"], b"Hallo\n");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("divide"));
+    let out = translate(&["--beam", "16", "--groups", "1"], b"Hallo\n");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("at most 8"));
+}
+
+#[test]
+fn evaluate_agrees_with_sacrebleu_on_the_fixtures() {
+    let expected: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(Path::new(SACREBLEU).join("expected.json")).expect("fixtures"),
+    )
+    .expect("json");
+    let pairs = expected["pairs"].as_array().expect("pairs");
+    assert!(pairs.len() >= 3);
+    for pair in pairs {
+        let path = |f: &serde_json::Value| PathBuf::from(SACREBLEU).join(f.as_str().expect("name"));
+        let mut cmd = bin("evaluate");
+        cmd.arg("--hyp").arg(path(&pair["hyp"]));
+        for r in pair["refs"].as_array().expect("refs") {
+            cmd.arg("--ref").arg(path(r));
+        }
+        let out = cmd.output().expect("evaluate runs");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let figure = |prefix: &str| -> f64 {
+            stdout
+                .lines()
+                .find_map(|l| l.strip_prefix(prefix))
+                .and_then(|rest| rest.split_whitespace().next())
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("no `{prefix}` line in {stdout}"))
+        };
+        let bleu = pair["bleu"]["score"].as_f64().expect("bleu");
+        let chrf = pair["chrf"]["score"].as_f64().expect("chrf");
+        assert!(
+            (figure("BLEU = ") - bleu).abs() <= 0.01,
+            "{}: {stdout}",
+            pair["name"]
+        );
+        assert!(
+            (figure("chrF2 = ") - chrf).abs() <= 0.01,
+            "{}: {stdout}",
+            pair["name"]
+        );
+    }
+}
