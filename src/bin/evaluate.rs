@@ -36,6 +36,11 @@ struct Args {
     /// of the run that exported the bundle) on the CPU instead of the int8 GPU engine.
     #[arg(long, requires = "model")]
     checkpoint: Option<PathBuf>,
+    /// With --model: translate with the bundle's int8 weights dequantized into the burn model on
+    /// the CPU (flex): the GPU engine's numbers up to float rounding (the engine tests check
+    /// that), many times faster than the engine on a CPU-emulated GPU such as lavapipe.
+    #[arg(long, requires = "model", conflicts_with = "checkpoint")]
+    cpu: bool,
     #[command(flatten)]
     search: SearchArgs,
     /// Only the first N lines.
@@ -93,12 +98,16 @@ async fn run(args: Args) -> Result<(), String> {
         (Some(hyp), _, _) => (read_lines(hyp, args.limit)?, "file".to_string()),
         (None, Some(model), Some(sources)) => {
             let bundle = Bundle::from_dir(model).map_err(|e| e.to_string())?;
-            match &args.checkpoint {
-                Some(bpk) => (
-                    burn_fp32(bundle, bpk, sources, &options)?,
-                    "burn fp32 (CPU)".into(),
+            match (&args.checkpoint, args.cpu) {
+                (Some(bpk), _) => (
+                    burn_cpu(bundle, Some(bpk), sources, &options)?,
+                    "burn fp32 checkpoint (CPU)".into(),
                 ),
-                None => gpu_int8(bundle, sources, &options).await?,
+                (None, true) => (
+                    burn_cpu(bundle, None, sources, &options)?,
+                    "burn with the int8 bundle weights (CPU)".into(),
+                ),
+                (None, false) => gpu_int8(bundle, sources, &options).await?,
             }
         }
         _ => return Err("give --hyp FILE, or --model DIR with --src FILE".into()),
@@ -163,9 +172,9 @@ async fn gpu_int8(
 }
 
 #[cfg(feature = "train")]
-fn burn_fp32(
+fn burn_cpu(
     bundle: Bundle,
-    checkpoint: &Path,
+    checkpoint: Option<&PathBuf>,
     sources: &[String],
     options: &TranslateOptions,
 ) -> Result<Vec<String>, String> {
@@ -174,9 +183,12 @@ fn burn_fp32(
     use webnmt::model::{BurnSession, Transformer};
     let device = burn::tensor::Device::flex();
     let config = bundle.config().clone();
-    let model = Transformer::new(&config, &device)
-        .try_load_file(checkpoint)
-        .map_err(|e| format!("cannot load {}: {e:?}", checkpoint.display()))?;
+    let model = match checkpoint {
+        Some(path) => Transformer::new(&config, &device)
+            .try_load_file(path)
+            .map_err(|e| format!("cannot load {}: {e:?}", path.display()))?,
+        None => Transformer::from_bundle(&bundle, &device).map_err(|e| e.to_string())?,
+    };
     let mut hyps = Vec::with_capacity(sources.len());
     for (i, line) in sources.iter().enumerate() {
         // As `Engine::translate`: sentences, chunks of at most max_seq_len tokens, best
@@ -213,11 +225,11 @@ fn burn_fp32(
 }
 
 #[cfg(not(feature = "train"))]
-fn burn_fp32(
+fn burn_cpu(
     _: Bundle,
-    _: &Path,
+    _: Option<&PathBuf>,
     _: &[String],
     _: &TranslateOptions,
 ) -> Result<Vec<String>, String> {
-    Err("--checkpoint needs the burn model: build with --features train".into())
+    Err("--checkpoint and --cpu need the burn model: build with --features train".into())
 }

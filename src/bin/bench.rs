@@ -1,0 +1,381 @@
+//! `bench`: our GPU engine beside its peers on the same weights and sentences, in one run.
+//!
+//! Rows: the engine natively (greedy, beam 4, beam 8), the burn model on burn's flex CPU
+//! backend (greedy), optionally the burn model on burn-wgpu on the same adapter as the engine
+//! (greedy; `--burn-wgpu`, its shader compilation is excluded from the timing: one untimed
+//! warm-up sentence first) and optionally CTranslate2 int8 on the CPU (`--ctranslate2`, via
+//! `scripts/ctranslate2_bench.py`). Every row translates the same lines; greedy rows use no
+//! repetition penalty so that all engines compute the same thing. Prints a table and the ratios,
+//! and writes JSON with `--json`. This is a measurement, not a test: figures vary with the load
+//! of the machine, so compare rows of one run.
+
+use clap::Parser;
+use serde::Serialize;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use webnmt::gpu::{Gpu, GpuCounts};
+use webnmt::infer::{Engine, TranslateOptions, now_ms};
+use webnmt::model::{BurnSession, Transformer};
+use webnmt::search::{SearchOptions, beam_search};
+use webnmt::weights::Bundle;
+
+/// Benchmark the GPU engine against burn (flex CPU, wgpu) and CTranslate2 on one test file.
+#[derive(Parser, Debug)]
+#[command(version, about)]
+struct Args {
+    /// The model bundle.
+    #[arg(long)]
+    model: PathBuf,
+    /// Source sentences, one per line.
+    #[arg(long)]
+    src: PathBuf,
+    /// How many lines (from the top).
+    #[arg(long, default_value_t = 100)]
+    limit: usize,
+    /// Also run the burn model on burn-wgpu (slow to compile shaders on lavapipe).
+    #[arg(long)]
+    burn_wgpu: bool,
+    /// Skip the burn flex row.
+    #[arg(long)]
+    skip_burn_flex: bool,
+    /// Also run CTranslate2 (needs the venv of `scripts/ctranslate2_bench.py --setup`).
+    #[arg(long)]
+    ctranslate2: bool,
+    /// Write every row as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+/// One engine and setting, measured.
+#[derive(Clone, Debug, Default, Serialize)]
+struct Row {
+    name: String,
+    sentences: usize,
+    seconds: f64,
+    sentences_per_sec: f64,
+    target_tokens_per_sec: f64,
+    p50_ms: f64,
+    p95_ms: f64,
+    /// Process peak resident memory after this row (cumulative over the run), MiB.
+    peak_rss_mib: f64,
+    /// Our engine only: per decoder step.
+    steps: usize,
+    dispatches_per_step: Option<f64>,
+    submits_per_step: Option<f64>,
+    bytes_read_per_step: Option<f64>,
+    encoder_ms: Option<f64>,
+    decoder_ms: Option<f64>,
+    bookkeeping_ms: Option<f64>,
+}
+
+fn main() -> ExitCode {
+    match pollster::block_on(run(Args::parse())) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn peak_rss_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        })
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[i]
+}
+
+fn row(name: &str, ms: Vec<f64>, target_tokens: usize) -> Row {
+    let mut sorted = ms.clone();
+    sorted.sort_by(f64::total_cmp);
+    let seconds = ms.iter().sum::<f64>() / 1000.0;
+    Row {
+        name: name.to_string(),
+        sentences: ms.len(),
+        seconds,
+        sentences_per_sec: ms.len() as f64 / seconds.max(1e-9),
+        target_tokens_per_sec: target_tokens as f64 / seconds.max(1e-9),
+        p50_ms: percentile(&sorted, 0.5),
+        p95_ms: percentile(&sorted, 0.95),
+        peak_rss_mib: peak_rss_mib(),
+        ..Default::default()
+    }
+}
+
+fn greedy() -> SearchOptions {
+    SearchOptions {
+        repetition_penalty: 1.0,
+        ..SearchOptions::greedy()
+    }
+}
+
+async fn engine_row(
+    engine: &Engine,
+    lines: &[String],
+    name: &str,
+    search: SearchOptions,
+) -> Result<Row, String> {
+    let options = TranslateOptions {
+        search,
+        attention: false,
+    };
+    let (mut ms, mut tokens, mut steps) = (Vec::new(), 0, 0);
+    let (mut enc, mut dec, mut book) = (0.0, 0.0, 0.0);
+    let mut gpu = GpuCounts::default();
+    for line in lines {
+        let t = engine
+            .translate(line, &options)
+            .await
+            .map_err(|e| e.to_string())?;
+        ms.push(t.timings.total_ms);
+        tokens += t
+            .sentences
+            .iter()
+            .filter_map(|s| s.hypotheses.first())
+            .map(|h| h.tokens.len() + 1)
+            .sum::<usize>();
+        steps += t.timings.steps;
+        enc += t.timings.encoder_ms;
+        dec += t.timings.decoder_ms;
+        book += t.timings.bookkeeping_ms;
+        gpu.dispatches += t.timings.gpu.dispatches;
+        gpu.submits += t.timings.gpu.submits;
+        gpu.bytes_read += t.timings.gpu.bytes_read;
+    }
+    let per_step = |x: u64| Some(x as f64 / steps.max(1) as f64);
+    Ok(Row {
+        steps,
+        dispatches_per_step: per_step(gpu.dispatches),
+        submits_per_step: per_step(gpu.submits),
+        bytes_read_per_step: per_step(gpu.bytes_read),
+        encoder_ms: Some(enc),
+        decoder_ms: Some(dec),
+        bookkeeping_ms: Some(book),
+        ..row(name, ms, tokens)
+    })
+}
+
+/// Greedy decoding of every line with the burn model on `device` (sentences split and chunked
+/// as the engine does); the first `warm_up` lines are run once untimed.
+fn burn_row(
+    name: &str,
+    bundle: &Bundle,
+    device: &burn::tensor::Device,
+    lines: &[String],
+    warm_up: usize,
+) -> Result<Row, String> {
+    let model = Transformer::from_bundle(bundle, device).map_err(|e| e.to_string())?;
+    let config = bundle.config();
+    let options = greedy();
+    let translate = |line: &str| -> Result<usize, String> {
+        let mut tokens = 0;
+        for sentence in webnmt::infer::text::split_sentences(line) {
+            let ids = bundle
+                .source_tokenizer
+                .encode(sentence)
+                .map_err(|e| e.to_string())?;
+            for chunk in ids.chunks(config.max_seq_len) {
+                let mut session = BurnSession::new(&model, chunk, config.max_seq_len, device);
+                let result = pollster::block_on(beam_search(&mut session, &options, chunk.len()))
+                    .map_err(|e| e.to_string())?;
+                tokens += result.best().map_or(0, |h| h.tokens.len() + 1);
+            }
+        }
+        Ok(tokens)
+    };
+    for line in lines.iter().take(warm_up) {
+        translate(line)?;
+    }
+    let (mut ms, mut tokens) = (Vec::new(), 0);
+    for line in lines {
+        let start = now_ms();
+        tokens += translate(line)?;
+        ms.push(now_ms() - start);
+    }
+    Ok(row(name, ms, tokens))
+}
+
+/// Runs `scripts/ctranslate2_bench.py` and reads its rows.
+fn ctranslate2_rows(args: &Args) -> Result<Vec<Row>, String> {
+    let python = PathBuf::from("target/ctranslate2-venv/bin/python3");
+    if !python.exists() {
+        return Err(format!(
+            "{} is missing: run `python3 scripts/ctranslate2_bench.py --setup` first",
+            python.display()
+        ));
+    }
+    let out = std::env::temp_dir().join(format!("webnmt-ct2-{}.json", std::process::id()));
+    let status = std::process::Command::new(&python)
+        .arg("scripts/ctranslate2_bench.py")
+        .arg("--model")
+        .arg(&args.model)
+        .arg("--src")
+        .arg(&args.src)
+        .arg("--limit")
+        .arg(args.limit.to_string())
+        .arg("--json")
+        .arg(&out)
+        .status()
+        .map_err(|e| format!("cannot run {}: {e}", python.display()))?;
+    if !status.success() {
+        return Err(format!("scripts/ctranslate2_bench.py failed ({status})"));
+    }
+    let text = std::fs::read_to_string(&out).map_err(|e| e.to_string())?;
+    let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+    let rows = json["rows"].as_array().cloned().unwrap_or_default();
+    Ok(rows
+        .iter()
+        .map(|r| {
+            let f = |k: &str| r[k].as_f64().unwrap_or(0.0);
+            Row {
+                name: r["name"].as_str().unwrap_or("ctranslate2").to_string(),
+                sentences: f("sentences") as usize,
+                seconds: f("seconds"),
+                sentences_per_sec: f("sentences_per_sec"),
+                target_tokens_per_sec: f("target_tokens_per_sec"),
+                p50_ms: f("p50_ms"),
+                p95_ms: f("p95_ms"),
+                peak_rss_mib: f("peak_rss_mib"),
+                ..Default::default()
+            }
+        })
+        .collect())
+}
+
+fn print_table(rows: &[Row]) {
+    println!(
+        "{:<34} {:>8} {:>9} {:>8} {:>8} {:>8} {:>7} {:>7} {:>7} {:>9} {:>9} {:>8}",
+        "engine",
+        "sent/s",
+        "tok/s",
+        "p50 ms",
+        "p95 ms",
+        "RSS MiB",
+        "disp/st",
+        "subm/st",
+        "B/step",
+        "enc ms",
+        "dec ms",
+        "cpu ms"
+    );
+    let opt = |v: Option<f64>, prec: usize| v.map_or("-".into(), |x| format!("{x:.prec$}"));
+    for r in rows {
+        println!(
+            "{:<34} {:>8.2} {:>9.1} {:>8.1} {:>8.1} {:>8.0} {:>7} {:>7} {:>7} {:>9} {:>9} {:>8}",
+            r.name,
+            r.sentences_per_sec,
+            r.target_tokens_per_sec,
+            r.p50_ms,
+            r.p95_ms,
+            r.peak_rss_mib,
+            opt(r.dispatches_per_step, 1),
+            opt(r.submits_per_step, 2),
+            opt(r.bytes_read_per_step, 0),
+            opt(r.encoder_ms, 0),
+            opt(r.decoder_ms, 0),
+            opt(r.bookkeeping_ms, 0),
+        );
+    }
+}
+
+async fn run(args: Args) -> Result<(), String> {
+    let text = std::fs::read_to_string(&args.src)
+        .map_err(|e| format!("cannot read {}: {e}", args.src.display()))?;
+    let lines: Vec<String> = text.lines().take(args.limit).map(str::to_string).collect();
+    let bundle = Bundle::from_dir(&args.model).map_err(|e| e.to_string())?;
+    let gpu = Gpu::new().await.map_err(|e| e.to_string())?;
+    let adapter = gpu.adapter().name.clone();
+    eprintln!("{} lines; our engine on {adapter}", lines.len());
+    let engine = Engine::new(
+        gpu,
+        Bundle::from_dir(&args.model).map_err(|e| e.to_string())?,
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    // Warm-up: pipelines are compiled at load; one sentence fills caches of the driver.
+    if let Some(first) = lines.first() {
+        engine
+            .translate(first, &TranslateOptions::default())
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    let mut rows = Vec::new();
+    let settings = [
+        ("ours, greedy", greedy()),
+        (
+            "ours, beam 4",
+            SearchOptions {
+                beam: 4,
+                groups: 1,
+                ..SearchOptions::default()
+            },
+        ),
+        ("ours, beam 8 (4 groups)", SearchOptions::default()),
+    ];
+    for (name, search) in settings {
+        eprintln!("{name} …");
+        rows.push(engine_row(&engine, &lines, name, search).await?);
+    }
+    if !args.skip_burn_flex {
+        eprintln!("burn flex (CPU), greedy …");
+        let device = burn::tensor::Device::flex();
+        rows.push(burn_row(
+            "burn flex CPU, greedy",
+            &bundle,
+            &device,
+            &lines,
+            0,
+        )?);
+    }
+    if args.burn_wgpu {
+        eprintln!("burn-wgpu, greedy (one untimed warm-up sentence first) …");
+        let device = burn::tensor::Device::wgpu(burn::tensor::DeviceKind::DefaultDevice);
+        rows.push(burn_row(
+            &format!("burn-wgpu ({adapter}), greedy"),
+            &bundle,
+            &device,
+            &lines,
+            1,
+        )?);
+    }
+    if args.ctranslate2 {
+        eprintln!("CTranslate2 …");
+        rows.extend(ctranslate2_rows(&args)?);
+    }
+    print_table(&rows);
+    let ours = rows[0].sentences_per_sec;
+    for r in &rows[3..] {
+        println!(
+            "ours greedy / {}: {:.2}× (sentences per second)",
+            r.name,
+            ours / r.sentences_per_sec.max(1e-9)
+        );
+    }
+    if let Some(path) = &args.json {
+        let json = serde_json::json!({
+            "model": args.model,
+            "src": args.src,
+            "lines": lines.len(),
+            "adapter": adapter,
+            "rows": rows,
+        });
+        std::fs::write(
+            path,
+            serde_json::to_string_pretty(&json).map_err(|e| e.to_string())?,
+        )
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    Ok(())
+}
