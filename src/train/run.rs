@@ -243,15 +243,10 @@ pub fn run(config: &RunConfig, device: &Device, resume: bool) -> Result<TrainSum
         let lines = |f: fn(&crate::data::Pair) -> &str| {
             corpus.pairs.iter().map(f).collect::<Vec<_>>().join("\n") + "\n"
         };
-        let stem = run_dir.join(format!("heldout.{name}"));
-        write(
-            &stem.with_extension(format!("{name}.{}", config.source_lang)),
-            &lines(|p| &p.source),
-        )?;
-        write(
-            &stem.with_extension(format!("{name}.{}", config.target_lang)),
-            &lines(|p| &p.target),
-        )?;
+        // `heldout.<name>.<lang>`; names may hold dots (`python-docs-ko-3.6-3.9`).
+        let file = |lang: &str| run_dir.join(format!("heldout.{name}.{lang}"));
+        write(&file(&config.source_lang), &lines(|p| &p.source))?;
+        write(&file(&config.target_lang), &lines(|p| &p.target))?;
         data_report.push_str(&format!("{name}: {} pairs\n", corpus.len()));
     }
     write(&run_dir.join("data.txt"), &data_report)?;
