@@ -170,9 +170,11 @@ fn a_killed_run_resumes_from_its_last_checkpoint() {
     let config = write_config(&dir, 240, 40, (&src, &tgt));
     let run = dir.join("run");
     let checkpoints = run.join("checkpoints");
-    // SIGKILL it three times, each time as soon as a checkpoint of at least that step exists
-    // (so often while the next steps, or the next checkpoint, are being written).
-    for wait_for in [40usize, 120, 160] {
+    // SIGKILL it five times: as soon as a checkpoint of at least the given step exists (so often
+    // while the next steps are computed), or earlier, the moment a checkpoint is being written
+    // (a `.partial` directory exists) once the previous target is passed.
+    let mut caught_partial = 0;
+    for wait_for in [40usize, 80, 120, 160, 200] {
         let mut child = train_cmd(&config)
             .arg("--resume")
             .stderr(Stdio::null())
@@ -180,19 +182,21 @@ fn a_killed_run_resumes_from_its_last_checkpoint() {
             .expect("train starts");
         let deadline = Instant::now() + Duration::from_secs(300);
         loop {
-            let newest = std::fs::read_dir(&checkpoints)
+            let names: Vec<String> = std::fs::read_dir(&checkpoints)
                 .into_iter()
                 .flatten()
                 .flatten()
-                .filter_map(|e| {
-                    e.file_name()
-                        .to_str()?
-                        .strip_prefix("step-")?
-                        .parse::<usize>()
-                        .ok()
-                })
+                .filter_map(|e| e.file_name().to_str().map(str::to_string))
+                .collect();
+            let newest = names
+                .iter()
+                .filter_map(|n| n.strip_prefix("step-")?.parse::<usize>().ok())
                 .max();
-            if newest.is_some_and(|s| s >= wait_for) {
+            let writing = names.iter().any(|n| n.ends_with(".partial"));
+            if newest.is_some_and(|s| s >= wait_for)
+                || (writing && newest.is_some_and(|s| s + 40 >= wait_for))
+            {
+                caught_partial += usize::from(writing);
                 break;
             }
             assert!(
@@ -203,7 +207,7 @@ fn a_killed_run_resumes_from_its_last_checkpoint() {
                 child.try_wait().expect("wait").is_none(),
                 "train ended early"
             );
-            std::thread::sleep(Duration::from_millis(20));
+            std::thread::sleep(Duration::from_millis(2));
         }
         child.kill().expect("SIGKILL");
         child.wait().expect("reaped");
@@ -232,8 +236,17 @@ fn a_killed_run_resumes_from_its_last_checkpoint() {
             w[1].0
         );
     }
-    let kept = std::fs::read_dir(&checkpoints).expect("dir").count();
-    assert!(kept <= 3, "{kept} checkpoints on disk");
+    eprintln!("{caught_partial} of 5 kills hit a checkpoint being written");
+    let kept: Vec<String> = std::fs::read_dir(&checkpoints)
+        .expect("dir")
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().map(str::to_string))
+        .collect();
+    assert!(kept.len() <= 3, "{kept:?} on disk");
+    assert!(
+        kept.iter().all(|n| !n.ends_with(".partial")),
+        "a half-written checkpoint was left: {kept:?}"
+    );
     assert!(Bundle::from_dir(&run.join("bundle")).is_ok());
     let _ = std::fs::remove_dir_all(&dir);
 }
