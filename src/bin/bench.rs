@@ -6,8 +6,8 @@
 //! warm-up sentence first) and optionally CTranslate2 int8 on the CPU (`--ctranslate2`, via
 //! `scripts/ctranslate2_bench.py`). Every row translates the same lines; greedy rows use no
 //! repetition penalty so that all engines compute the same thing. Prints a table and the ratios,
-//! and writes JSON with `--json`. This is a measurement, not a test: figures vary with the load
-//! of the machine, so compare rows of one run.
+//! and writes JSON with `--json`. Target tokens are counted without EOS. This is a measurement,
+//! not a test: figures vary with the load of the machine, so compare rows of one run.
 
 use clap::Parser;
 use serde::Serialize;
@@ -144,7 +144,7 @@ async fn engine_row(
             .sentences
             .iter()
             .filter_map(|s| s.hypotheses.first())
-            .map(|h| h.tokens.len() + 1)
+            .map(|h| h.tokens.len())
             .sum::<usize>();
         steps += t.timings.steps;
         enc += t.timings.encoder_ms;
@@ -190,7 +190,7 @@ fn burn_row(
                 let mut session = BurnSession::new(&model, chunk, config.max_seq_len, device);
                 let result = pollster::block_on(beam_search(&mut session, &options, chunk.len()))
                     .map_err(|e| e.to_string())?;
-                tokens += result.best().map_or(0, |h| h.tokens.len() + 1);
+                tokens += result.best().map_or(0, |h| h.tokens.len());
             }
         }
         Ok(tokens)
@@ -234,17 +234,22 @@ fn ctranslate2_rows(args: &Args) -> Result<Vec<Row>, String> {
     }
     let text = std::fs::read_to_string(&out).map_err(|e| e.to_string())?;
     let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
-    let rows = json["rows"].as_array().cloned().unwrap_or_default();
-    Ok(rows
-        .iter()
+    let runs = json["runs"].as_object().cloned().unwrap_or_default();
+    Ok(runs
+        .values()
         .map(|r| {
             let f = |k: &str| r[k].as_f64().unwrap_or(0.0);
+            let beam = f("beam") as usize;
             Row {
-                name: r["name"].as_str().unwrap_or("ctranslate2").to_string(),
+                name: if beam == 1 {
+                    "CTranslate2 int8 CPU, greedy".into()
+                } else {
+                    format!("CTranslate2 int8 CPU, beam {beam}")
+                },
                 sentences: f("sentences") as usize,
-                seconds: f("seconds"),
-                sentences_per_sec: f("sentences_per_sec"),
-                target_tokens_per_sec: f("target_tokens_per_sec"),
+                seconds: f("total_s"),
+                sentences_per_sec: f("sentences_per_s"),
+                target_tokens_per_sec: f("target_tokens_per_s"),
                 p50_ms: f("p50_ms"),
                 p95_ms: f("p95_ms"),
                 peak_rss_mib: f("peak_rss_mib"),
