@@ -2,7 +2,8 @@
 // the int8 table, scaled as in the paper, plus the sinusoidal positional encoding.
 //
 // The embedding table uses the int8 layout of matmul_q8 (rows = vocabulary, four values per
-// u32, one f32 scale per row). The positional table comes from the CPU (reference::
+// u32, word-major on the GPU: word c of row t is table[c · vocab + t]; one f32 scale per row),
+// so the same buffer is the tied output projection. The positional table comes from the CPU (reference::
 // positional_encoding), so the GPU and the reference add identical values. Row r of the output
 // sits at position start_pos + r % seq_len: a batch of sentences of seq_len tokens for the
 // encoder, or one token per beam at decoder step start_pos (seq_len = 1).
@@ -23,7 +24,7 @@ struct Params {
 
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> tokens: array<u32>;     // [rows]
-@group(0) @binding(2) var<storage, read> table: array<u32>;      // [vocab, d_model/4] packed i8x4
+@group(0) @binding(2) var<storage, read> table: array<u32>;      // [d_model/4, vocab] packed i8x4
 @group(0) @binding(3) var<storage, read> row_scale: array<f32>;  // [vocab]
 @group(0) @binding(4) var<storage, read> pe: array<vec4<f32>>;   // [max_pos, d_model/4]
 @group(0) @binding(5) var<storage, read_write> x: array<vec4<f32>>; // [rows, d_model/4]
@@ -46,6 +47,6 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
         token = 1u;
     }
     let pos = params.start_pos + r % params.seq_len;
-    let value = unpack_i8x4(table[token * words + c]) * (row_scale[token] * params.scale);
+    let value = unpack_i8x4(table[c * params.vocab + token]) * (row_scale[token] * params.scale);
     x[r * words + c] = value + pe[pos * words + c];
 }

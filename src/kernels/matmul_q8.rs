@@ -57,7 +57,9 @@ struct Params {
 }
 const _: () = assert!(size_of::<Params>() == 16);
 
-/// An int8 weight matrix and its bias, resident on the GPU.
+/// An int8 weight matrix and its bias, resident on the GPU. The packed words are stored
+/// word-major, `[k/4, n]` (the transpose of [`QuantizedMatrix::packed`]'s `[n, k/4]`), so that
+/// the invocations of a workgroup, one per output feature, load consecutive words.
 pub struct GpuQ8Matrix {
     /// Output features.
     pub n: usize,
@@ -81,16 +83,31 @@ impl GpuQ8Matrix {
                 ),
             ));
         }
-        if w.n == 0 || w.k == 0 {
+        if w.n == 0 || w.k == 0 || !w.k.is_multiple_of(4) || w.packed.len() != w.n * w.k / 4 {
             return Err(GpuError::shape(
                 NAME,
-                format!("empty weight [{}, {}]", w.n, w.k),
+                format!(
+                    "weight [{}, {}] with {} packed words: need n, k ≥ 1, k a multiple of 4 \
+                     and n · k / 4 words",
+                    w.n,
+                    w.k,
+                    w.packed.len()
+                ),
             ));
+        }
+        // Word-major on the GPU: word c of every row, then word c + 1, … so that neighbouring
+        // invocations (neighbouring output features) read neighbouring words.
+        let words = w.k / 4;
+        let mut word_major = vec![0u32; w.packed.len()];
+        for (row, chunk) in w.packed.chunks_exact(words).enumerate() {
+            for (c, &word) in chunk.iter().enumerate() {
+                word_major[c * w.n + row] = word;
+            }
         }
         Ok(Self {
             n: w.n,
             k: w.k,
-            packed: gpu.storage_from("matmul_q8 weight", &w.packed),
+            packed: gpu.storage_from("matmul_q8 weight", &word_major),
             scale: gpu.storage_from("matmul_q8 scale", &w.scale),
             bias: gpu.storage_from("matmul_q8 bias", bias),
         })

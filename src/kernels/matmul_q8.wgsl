@@ -1,9 +1,10 @@
 // matmul_q8: Y = X · Wᵀ + b with int8 weights and f32 activations, optionally followed by ReLU
 // (the override constant `relu`: the FFN's first layer with its bias and activation fused).
 //
-// Weight layout (see `weights::QuantizedMatrix`): W is [n, k] row-major int8, four consecutive
-// values of a row packed little-endian into one u32 (byte j of word c in row r holds
-// W[r, 4c + j] as two's complement), with one f32 scale per output row: W[r, i] ≈ scale[r] · q[r, i].
+// Weight layout (see `weights::QuantizedMatrix`): W is [n, k] int8, four consecutive values of
+// a row packed little-endian into one u32 (byte j of word c in row r holds W[r, 4c + j] as two's
+// complement), with one f32 scale per output row: W[r, i] ≈ scale[r] · q[r, i]. On the GPU the
+// words are word-major: word c of row r is w[c · n + r] (`GpuQ8Matrix::upload` transposes).
 // k must be a multiple of 4; the Rust driver rejects other shapes before dispatch.
 //
 // One workgroup computes a 16 × 16 tile of Y (16 rows of X by 16 output features); one
@@ -20,7 +21,7 @@ struct Params {
 
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> x: array<f32>;       // [m, k]
-@group(0) @binding(2) var<storage, read> w: array<u32>;       // [n, k/4] packed i8x4
+@group(0) @binding(2) var<storage, read> w: array<u32>;       // [k/4, n] packed i8x4, word-major
 @group(0) @binding(3) var<storage, read> scale: array<f32>;   // [n]
 @group(0) @binding(4) var<storage, read> bias: array<f32>;    // [n]
 @group(0) @binding(5) var<storage, read_write> y: array<f32>; // [m, n]
@@ -44,8 +45,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     let row = wg.y * TILE + lid.y;
     let col = wg.x * TILE + lid.x;
     let k_words = params.k / 4u;
-    // The W row this invocation stages: feature (wg.x * TILE + lid.y), so loads are row-contiguous.
-    let w_row = wg.x * TILE + lid.y;
+    // The W word this invocation stages: word (chunk + lid.y) of feature col, so neighbouring
+    // invocations load neighbouring words of the word-major layout.
 
     var acc = 0.0;
     for (var chunk = 0u; chunk < k_words; chunk += TILE) {
@@ -56,11 +57,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
             xv = vec4<f32>(x[base], x[base + 1u], x[base + 2u], x[base + 3u]);
         }
         x_tile[lid.y][lid.x] = xv;
+        let w_word = chunk + lid.y;
         var wv = 0u;
-        if (w_row < params.n && word < k_words) {
-            wv = w[w_row * k_words + word];
+        if (col < params.n && w_word < k_words) {
+            wv = w[w_word * params.n + col];
         }
-        w_tile[lid.y][lid.x] = wv;
+        w_tile[lid.x][lid.y] = wv;
         workgroupBarrier();
 
         for (var j = 0u; j < TILE; j++) {

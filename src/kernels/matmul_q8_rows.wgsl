@@ -1,7 +1,8 @@
 // matmul_q8_rows: Y = X · Wᵀ + b with int8 weights, optionally followed by ReLU: the same
 // product, layout and bindings as matmul_q8, for the few rows of a decoder step (m ≤ 8, one
 // row per beam). One invocation computes one output feature for every row: it streams its
-// weight row once, four int8 values per word, into m accumulators. No workgroup memory and no
+// weight row once, four int8 values per word, into m accumulators; with the word-major layout
+// neighbouring invocations load neighbouring words. No workgroup memory and no
 // barriers: with few rows the tiled kernel's barriers cost more than its arithmetic, most of
 // all on CPU implementations (lavapipe, SwiftShader). The sum runs over k in the same order as
 // matmul_q8's, so both kernels give the same result for the same row.
@@ -15,7 +16,7 @@ struct Params {
 
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>; // [m, k/4]
-@group(0) @binding(2) var<storage, read> w: array<u32>;       // [n, k/4] packed i8x4
+@group(0) @binding(2) var<storage, read> w: array<u32>;       // [k/4, n] packed i8x4, word-major
 @group(0) @binding(3) var<storage, read> scale: array<f32>;   // [n]
 @group(0) @binding(4) var<storage, read> bias: array<f32>;    // [n]
 @group(0) @binding(5) var<storage, read_write> y: array<f32>; // [m, n]
@@ -44,7 +45,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     let m = min(rows, ROWS_MAX);
     var acc: array<f32, ROWS_MAX>;
     for (var word = 0u; word < k_words; word++) {
-        let wv = unpack_i8x4(w[col * k_words + word]);
+        let wv = unpack_i8x4(w[word * params.n + col]);
         for (var r = 0u; r < m; r++) {
             acc[r] += dot(x[r * k_words + word], wv);
         }
