@@ -184,3 +184,29 @@ fn cached_steps_agree_with_the_teacher_forced_pass() {
         );
     }
 }
+
+#[test]
+fn a_batch_beyond_the_adapters_limits_is_an_error_not_a_panic() {
+    let Some((engine, _, _)) = load("a_batch_beyond_the_adapters_limits_is_an_error") else {
+        return;
+    };
+    // Enough rows that the feed-forward activations exceed the largest storage binding (the
+    // dispatch-size limit of the adapter may refuse the batch first: also an error).
+    let limit = engine.gpu().device.limits().max_storage_buffer_binding_size as usize;
+    let seq = engine.config().max_seq_len;
+    let batch = limit / (seq * engine.config().d_ff * 4) + 1;
+    let sources = vec![vec![5u32; seq]; batch];
+    let err = match block_on(engine.encode(&sources)) {
+        Ok(_) => panic!("{batch} sentences of {seq} tokens must not fit"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        ["GPU validation failed", "out of memory", "rows ≤"]
+            .iter()
+            .any(|m| err.contains(m)),
+        "{err}"
+    );
+    // The engine still works afterwards.
+    let encoded = block_on(engine.encode(&sources[..1])).expect("a small batch still runs");
+    block_on(engine.search(&encoded, 0, &greedy())).expect("and decodes");
+}

@@ -69,6 +69,9 @@ impl From<SearchError<GpuError>> for EngineError {
     }
 }
 
+/// The most sentences (or pieces of long sentences) encoded in one pass.
+pub const ENCODER_BATCH: usize = 32;
+
 /// Milliseconds from an arbitrary origin, on both targets (`Instant` panics in the browser).
 pub fn now_ms() -> f64 {
     #[cfg(target_arch = "wasm32")]
@@ -348,23 +351,29 @@ impl Engine {
         }
         let (gpu, c) = (&self.gpu, &self.config);
         let rows = batch * seq;
-        let s = Scratch::new(gpu, rows, c);
         let mut tokens = vec![PAD_ID; rows];
         for (i, src) in sources.iter().enumerate() {
             tokens[i * seq..][..src.len()].copy_from_slice(src);
         }
+        let lengths: Vec<u32> = sources.iter().map(|s| s.len() as u32).collect();
+        // Allocation errors (a batch beyond the adapter's limits) become errors, not panics.
+        let (s, key_len, cross) = gpu
+            .checked("allocating the encoder's buffers", async {
+                let s = Scratch::new(gpu, rows, c);
+                let key_len = gpu.storage_from("source lengths", &lengths);
+                let cross: Vec<(wgpu::Buffer, wgpu::Buffer)> = (0..c.n_dec_layers)
+                    .map(|_| {
+                        (
+                            gpu.storage_zeroed("cross k", rows * c.d_model),
+                            gpu.storage_zeroed("cross v", rows * c.d_model),
+                        )
+                    })
+                    .collect();
+                (s, key_len, cross)
+            })
+            .await?;
         gpu.queue
             .write_buffer(&s.tokens, 0, bytemuck::cast_slice(&tokens));
-        let lengths: Vec<u32> = sources.iter().map(|s| s.len() as u32).collect();
-        let key_len = gpu.storage_from("source lengths", &lengths);
-        let cross: Vec<(wgpu::Buffer, wgpu::Buffer)> = (0..c.n_dec_layers)
-            .map(|_| {
-                (
-                    gpu.storage_zeroed("cross k", rows * c.d_model),
-                    gpu.storage_zeroed("cross v", rows * c.d_model),
-                )
-            })
-            .collect();
         let mut result = Ok(());
         gpu.submit("encoder", |e| {
             result = self.record_encoder(e, &s, batch, seq, &key_len, &cross);
@@ -563,14 +572,20 @@ impl Engine {
             .into());
         }
         let src_len = encoded.lengths[i];
-        let s = Scratch::new(gpu, t, c);
+        let (s, cross, self_len, cross_len, logits, weights) = gpu
+            .checked("allocating the decoder's buffers", async {
+                (
+                    Scratch::new(gpu, t, c),
+                    self.sentence_cross(encoded, i),
+                    gpu.storage_from("target length", &[t as u32]),
+                    gpu.storage_from("source length", &[src_len as u32]),
+                    gpu.storage_zeroed("logits", t * c.tgt_vocab_size),
+                    gpu.storage_zeroed("cross weights", c.n_heads * t * src_len),
+                )
+            })
+            .await?;
         gpu.queue
             .write_buffer(&s.tokens, 0, bytemuck::cast_slice(tgt_in));
-        let cross = self.sentence_cross(encoded, i);
-        let self_len = gpu.storage_from("target length", &[t as u32]);
-        let cross_len = gpu.storage_from("source length", &[src_len as u32]);
-        let logits = gpu.storage_zeroed("logits", t * c.tgt_vocab_size);
-        let weights = gpu.storage_zeroed("cross weights", c.n_heads * t * src_len);
         let self_shape = AttentionShape {
             causal: true,
             ..self.attention_shape(1, t, t)
@@ -628,7 +643,7 @@ impl Engine {
         self.check_options(options)?;
         let before = self.gpu.counts();
         let start = now_ms();
-        let mut session = Session::new(self, encoded, i, options)?;
+        let mut session = Session::new(self, encoded, i, options).await?;
         let result = search::beam_search(&mut session, options, encoded.lengths[i]).await?;
         let counts = self.gpu.counts() - before;
         let stats = SearchStats {
@@ -686,14 +701,27 @@ impl Engine {
                 timings,
             });
         }
-        let sources: Vec<Vec<u32>> = pieces.iter().map(|p| p.2.clone()).collect();
-        let encoded = self.encode(&sources).await?;
-        timings.encoder_ms = now_ms() - start;
-        for (i, (s, sentence, tokens)) in pieces.iter().enumerate() {
+        // Encoder batches of at most ENCODER_BATCH pieces bound the GPU memory of a long text.
+        let mut encoded = None;
+        for (n, (s, sentence, tokens)) in pieces.iter().enumerate() {
             if cancelled() {
                 return Err(EngineError::Cancelled);
             }
-            let (result, stats) = self.search(&encoded, i, &options.search).await?;
+            let i = n % ENCODER_BATCH;
+            if i == 0 {
+                let batch: Vec<Vec<u32>> = pieces[n..]
+                    .iter()
+                    .take(ENCODER_BATCH)
+                    .map(|p| p.2.clone())
+                    .collect();
+                let encoder_start = now_ms();
+                encoded = Some(self.encode(&batch).await?);
+                timings.encoder_ms += now_ms() - encoder_start;
+            }
+            let Some(encoded) = encoded.as_ref() else {
+                continue;
+            };
+            let (result, stats) = self.search(encoded, i, &options.search).await?;
             timings.add(&stats);
             let mut hypotheses = Vec::new();
             for h in &result.hypotheses {
@@ -705,7 +733,7 @@ impl Engine {
                 });
             }
             let attention = match (options.attention, result.best()) {
-                (true, Some(best)) => Some(self.attention_map(&encoded, i, tokens, best).await?),
+                (true, Some(best)) => Some(self.attention_map(encoded, i, tokens, best).await?),
                 _ => None,
             };
             match sentences.last_mut() {

@@ -36,7 +36,7 @@ pub struct Session<'e> {
 
 impl<'e> Session<'e> {
     /// Prepares sentence `i` of `encoded` for a search with `options`.
-    pub fn new(
+    pub async fn new(
         engine: &'e Engine,
         encoded: &Encoded,
         i: usize,
@@ -53,34 +53,39 @@ impl<'e> Session<'e> {
         let rows = options.beam.max(1);
         let src_len = encoded.lengths[i];
         let capacity = options.max_target_len(src_len, c.max_seq_len).max(1);
-        let cross = engine.sentence_cross(encoded, i);
-        let cache = |label| gpu.storage_zeroed(label, rows * capacity * c.d_model);
         let history_cap = options.repetition_window.max(1);
-        Ok(Self {
-            engine,
-            scratch: Scratch::new(gpu, rows, c),
-            capacity,
-            src_len,
-            cross,
-            cross_len: gpu.storage_from("source length", &[src_len as u32]),
-            self_len: gpu.storage_from("cache length", &vec![capacity as u32; rows]),
-            caches: (0..c.n_dec_layers)
-                .map(|_| {
-                    [
-                        (cache("cache k"), cache("cache v")),
-                        (cache("cache k'"), cache("cache v'")),
-                    ]
-                })
-                .collect(),
-            current: 0,
-            parents: gpu.storage_zeroed("parents", rows),
-            history: gpu.storage_zeroed("history", rows * history_cap),
-            history_len: gpu.storage_zeroed("history length", rows),
-            history_cap,
-            logits: gpu.storage_zeroed("logits", rows * c.tgt_vocab_size),
-            top: gpu.storage_zeroed("top-k", rows * K_MAX * 2),
-            step_ms: 0.0,
-        })
+        let cache = |label| gpu.storage_zeroed(label, rows * capacity * c.d_model);
+        // Allocation errors (a model or beam beyond the adapter's limits) become errors.
+        let session = gpu
+            .checked("allocating the decoder's buffers", async {
+                Self {
+                    engine,
+                    scratch: Scratch::new(gpu, rows, c),
+                    capacity,
+                    src_len,
+                    cross: engine.sentence_cross(encoded, i),
+                    cross_len: gpu.storage_from("source length", &[src_len as u32]),
+                    self_len: gpu.storage_from("cache length", &vec![capacity as u32; rows]),
+                    caches: (0..c.n_dec_layers)
+                        .map(|_| {
+                            [
+                                (cache("cache k"), cache("cache v")),
+                                (cache("cache k'"), cache("cache v'")),
+                            ]
+                        })
+                        .collect(),
+                    current: 0,
+                    parents: gpu.storage_zeroed("parents", rows),
+                    history: gpu.storage_zeroed("history", rows * history_cap),
+                    history_len: gpu.storage_zeroed("history length", rows),
+                    history_cap,
+                    logits: gpu.storage_zeroed("logits", rows * c.tgt_vocab_size),
+                    top: gpu.storage_zeroed("top-k", rows * K_MAX * 2),
+                    step_ms: 0.0,
+                }
+            })
+            .await?;
+        Ok(session)
     }
 
     /// Of `total_ms` spent searching, the part outside the model's steps.
