@@ -723,8 +723,12 @@ impl Engine {
             };
             let (result, stats) = self.search(encoded, i, &options.search).await?;
             timings.add(&stats);
-            let mut hypotheses = Vec::new();
+            let mut hypotheses: Vec<HypothesisText> = Vec::new();
             for h in &result.hypotheses {
+                // Diverse groups can end on the same tokens; list each translation once.
+                if hypotheses.iter().any(|seen| seen.tokens == h.tokens) {
+                    continue;
+                }
                 hypotheses.push(HypothesisText {
                     text: self.target_tokenizer.decode(&h.tokens)?,
                     tokens: h.tokens.clone(),

@@ -1,7 +1,7 @@
 // Browser-test harness: a static file server on 127.0.0.1 and Debian's Chromium driven by
 // playwright-core. WebGPU runs on the CPU through SwiftShader; playwright never downloads a browser.
 import { createServer } from 'node:http';
-import { readFile, stat } from 'node:fs/promises';
+import { mkdir, readFile, stat } from 'node:fs/promises';
 import { extname, join, normalize, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
@@ -41,7 +41,24 @@ const TYPES = {
   '.ico': 'image/x-icon',
 };
 
-/** Serves `root` on 127.0.0.1 at a free port. Returns `{ url, close }`. */
+/** Where the tests write their screenshots (`target/screenshots/` at the repository root). */
+export const SCREENSHOTS = resolve(join(fileURLToPath(import.meta.url), '../../../target/screenshots'));
+
+/** The repository root. */
+export const ROOT = resolve(join(fileURLToPath(import.meta.url), '../../..'));
+
+/** Saves a full-page screenshot as `target/screenshots/<name>.png`; returns the path. */
+export async function screenshot(page, name) {
+  await mkdir(SCREENSHOTS, { recursive: true });
+  const path = join(SCREENSHOTS, `${name}.png`);
+  await page.screenshot({ path, fullPage: true });
+  return path;
+}
+
+/**
+ * Serves `root` on 127.0.0.1 at a free port. Returns `{ url, close }`; `close` also drops open
+ * keep-alive connections, so the page sees a stopped server at once.
+ */
 export async function serveStatic(root = DIST) {
   await stat(join(root, 'index.html')).catch(() => {
     throw new Error(`${root}/index.html is missing: build the page first (trunk build --config trunk.toml)`);
@@ -65,7 +82,11 @@ export async function serveStatic(root = DIST) {
   const { port } = server.address();
   return {
     url: `http://127.0.0.1:${port}/`,
-    close: () => new Promise((ok) => server.close(ok)),
+    close: () =>
+      new Promise((ok) => {
+        server.close(ok);
+        server.closeAllConnections();
+      }),
   };
 }
 
@@ -82,16 +103,74 @@ export function launch({ webgpu = true } = {}) {
 }
 
 /**
- * Opens `url` in a new page, recording console errors, uncaught exceptions and every request,
- * so a failing test can say what the page said.
+ * Opens `url` in a new page of a new browser context (its own caches and service workers),
+ * recording console messages, uncaught exceptions and every request of the context (the page,
+ * its workers and its service worker), so a failing test can say what the page said.
  */
 export async function openPage(browser, url) {
-  const page = await browser.newPage();
+  const context = await browser.newContext();
+  const page = await context.newPage();
   const log = [];
   const requests = [];
   page.on('console', (m) => log.push(`console.${m.type()}: ${m.text()}`));
   page.on('pageerror', (e) => log.push(`uncaught: ${e.message}`));
-  page.on('request', (r) => requests.push(r.url()));
+  page.on('worker', (w) => w.on('console', (m) => log.push(`worker console.${m.type()}: ${m.text()}`)));
+  context.on('request', (r) => requests.push(r.url()));
+  context.on('requestfailed', (r) => log.push(`request failed: ${r.url()} ${r.failure()?.errorText}`));
   await page.goto(url);
-  return { page, log, requests };
+  return { page, context, log, requests };
+}
+
+/** The requests in `requests` that leave `url`'s origin (data: URLs stay in the page). */
+export function foreignRequests(requests, url) {
+  const origin = new URL(url).origin;
+  return requests.filter((r) => !r.startsWith('data:') && new URL(r).origin !== origin);
+}
+
+/** The model's final state: `ready`, `error`, `integrity` or `no-webgpu`, and the status text. */
+export async function modelState(page, timeout = 240_000) {
+  const status = page.locator('#model-status:not([data-state="loading"])');
+  await status.waitFor({ timeout });
+  return { state: await status.getAttribute('data-state'), text: await status.textContent() };
+}
+
+/** Sets the decoding options of the page (`{ beam, groups, n_best, ... }` by SearchOptions name). */
+export async function setOptions(page, options) {
+  const ids = {
+    beam: '#opt-beam',
+    groups: '#opt-groups',
+    diversity: '#opt-diversity',
+    length_penalty: '#opt-length-penalty',
+    repetition_penalty: '#opt-repetition-penalty',
+    repetition_window: '#opt-repetition-window',
+    n_best: '#opt-n-best',
+  };
+  await page.locator('#options-box > summary').click();
+  for (const [name, value] of Object.entries(options)) await page.fill(ids[name], String(value));
+}
+
+/**
+ * Types `text` into the page, presses Translate and waits for the result. Returns
+ * `{ state, status, ms }`; `onBusy(page)` runs while the translation is in progress.
+ */
+export async function translate(page, text, { timeout = 300_000, onBusy } = {}) {
+  await page.fill('#source', text);
+  const before = Number((await page.locator('#translate-status').getAttribute('data-request')) ?? 0);
+  const t0 = Date.now();
+  await page.click('#translate');
+  if (onBusy) {
+    await page.locator('#translate-status[data-state="running"]').waitFor({ timeout: 10_000 });
+    await onBusy(page);
+  }
+  // Done or failed, and about this request (not the one before it).
+  await page.waitForFunction(
+    (n) => {
+      const s = document.getElementById('translate-status');
+      return Number(s.dataset.request ?? 0) > n && (s.dataset.state === 'done' || s.dataset.state === 'error');
+    },
+    before,
+    { timeout, polling: 100 },
+  );
+  const status = page.locator('#translate-status');
+  return { state: await status.getAttribute('data-state'), status: await status.textContent(), ms: Date.now() - t0 };
 }

@@ -1,0 +1,586 @@
+// The page: model picker, download progress, translation UI, n-best list, attention heatmap and
+// diagnostics. The engine runs in web/worker.js; this script only posts messages and draws.
+//
+// Safety: every string from the user, the model or an error goes into the page through
+// textContent or as canvas text, never as HTML; handlers are attached with addEventListener
+// (the Content-Security-Policy forbids inline scripts and handlers).
+
+const $ = (id) => document.getElementById(id);
+
+const ui = {
+  model: $('model'),
+  progress: $('progress'),
+  progressText: $('progress-text'),
+  modelStatus: $('model-status'),
+  modelInfo: $('model-info'),
+  retry: $('retry'),
+  source: $('source'),
+  translate: $('translate'),
+  translateStatus: $('translate-status'),
+  output: $('output'),
+  copy: $('copy'),
+  copyStatus: $('copy-status'),
+  timings: $('timings'),
+  details: $('details-section'),
+  sentence: $('sentence'),
+  nbest: $('nbest'),
+  heatmap: $('heatmap'),
+  optReset: $('opt-reset'),
+  selfcheckRun: $('selfcheck-run'),
+  selfcheckStatus: $('selfcheck-status'),
+  selfcheckRows: $('selfcheck-rows'),
+  adapter: $('adapter'),
+};
+
+/** The decoding options the page exposes: input id → field of SearchOptions. */
+const OPTION_FIELDS = {
+  'opt-beam': 'beam',
+  'opt-groups': 'groups',
+  'opt-diversity': 'diversity',
+  'opt-length-penalty': 'length_penalty',
+  'opt-repetition-penalty': 'repetition_penalty',
+  'opt-repetition-window': 'repetition_window',
+  'opt-n-best': 'n_best',
+};
+/** The page shows this many translations per sentence unless the beam is smaller. */
+const PAGE_N_BEST = 4;
+
+const NO_WEBGPU_FALLBACK =
+  'WebGPU is not available in this browser. Use a recent Chrome or Edge (version 113 or later), ' +
+  'Firefox 141 or later on Windows, or Safari 26 or later on macOS; on Linux, Chrome needs ' +
+  'chrome://flags/#enable-unsafe-webgpu enabled. Hardware acceleration must be on.';
+
+const state = {
+  worker: null,
+  defaults: null, // TranslateOptions from the wasm side
+  models: [],
+  model: null, // id of the model being loaded or loaded
+  ready: false,
+  restarts: 0, // worker restarts after a panic or a GPU failure (at most one)
+  nextId: 1,
+  pending: null, // the translation request in flight: { id, text, options, retried }
+  result: null,
+  selfcheckPending: false,
+};
+
+// ---------------------------------------------------------------- small DOM helpers
+
+function el(tag, text, className) {
+  const node = document.createElement(tag);
+  if (text !== undefined) node.textContent = text;
+  if (className) node.className = className;
+  return node;
+}
+
+function setStatus(node, dataState, text) {
+  node.dataset.state = dataState;
+  node.textContent = text;
+}
+
+function formatBytes(n) {
+  if (n >= 1e6) return `${(n / 1e6).toFixed(1)} MB`;
+  if (n >= 1e3) return `${(n / 1e3).toFixed(0)} kB`;
+  return `${n} B`;
+}
+
+function describeError(error) {
+  switch (error.kind) {
+    case 'integrity':
+      return `The model download is damaged: a file does not match the checksum the site lists for it (${error.message}). Nothing from it was used or kept. Retry to download it again.`;
+    case 'network':
+      return `The model could not be downloaded: ${error.message}.`;
+    case 'bundle':
+      return `The model files are not usable: ${error.message}.`;
+    case 'gpu':
+      return `The GPU failed: ${error.message}.`;
+    case 'options':
+      return `These decoding options cannot be used: ${error.message}.`;
+    default:
+      return `Something went wrong (${error.kind}): ${error.message}.`;
+  }
+}
+
+// ---------------------------------------------------------------- the worker
+
+function startWorker() {
+  const worker = new Worker(new URL('worker.js', import.meta.url), { type: 'module' });
+  worker.addEventListener('message', (event) => onWorkerMessage(worker, event.data));
+  worker.addEventListener('error', (event) => {
+    if (worker !== state.worker) return;
+    event.preventDefault();
+    onEngineCrash(`the engine's worker failed: ${event.message || 'could not start'}`);
+  });
+  state.worker = worker;
+  state.ready = false;
+  return worker;
+}
+
+/** Replaces a crashed or failed worker once; returns false when the one restart is used up. */
+function restartWorker() {
+  if (state.restarts >= 1) return false;
+  state.restarts += 1;
+  state.worker?.terminate();
+  startWorker();
+  if (state.model) loadModel(state.model);
+  return true;
+}
+
+function onEngineCrash(message) {
+  const request = state.pending;
+  if (restartWorker()) {
+    setTranslateStatus('error', `The translation engine stopped (${message}); it was restarted.`, request?.id);
+    if (request) {
+      state.pending = null;
+      setBusy(false);
+    }
+  } else {
+    state.worker?.terminate();
+    state.ready = false;
+    setBusy(false);
+    ui.translate.disabled = true;
+    setTranslateStatus('error', `The translation engine stopped again (${message}). Reload the page to start over.`, request?.id);
+    setStatus(ui.modelStatus, 'error', 'The translation engine stopped. Reload the page to start over.');
+  }
+}
+
+function onWorkerMessage(worker, message) {
+  if (worker !== state.worker) return; // a replaced worker
+  switch (message.type) {
+    case 'started':
+      if (!state.defaults) {
+        state.defaults = message.defaults;
+        state.defaults.search.n_best = Math.min(PAGE_N_BEST, state.defaults.search.beam);
+        fillOptions(state.defaults.search);
+      }
+      break;
+    case 'progress':
+      showProgress(message);
+      break;
+    case 'loaded':
+      onLoaded(message);
+      break;
+    case 'load-error':
+      onLoadError(message.error);
+      break;
+    case 'result':
+      onResult(message);
+      break;
+    case 'translate-error':
+      onTranslateError(message);
+      break;
+    case 'selfcheck':
+      showSelfCheck(message.report);
+      break;
+    case 'selfcheck-error':
+      state.selfcheckPending = false;
+      ui.selfcheckRun.disabled = false;
+      if (message.error.kind === 'no-webgpu') setStatus(ui.selfcheckStatus, 'no-webgpu', message.error.message);
+      else setStatus(ui.selfcheckStatus, 'error', `The GPU check failed: ${message.error.message}`);
+      break;
+    case 'panic':
+      console.error(`engine panic: ${message.message}`);
+      onEngineCrash(`internal error: ${message.message}`);
+      break;
+    default:
+      console.warn(`page: unknown message ${message.type}`);
+  }
+}
+
+// ---------------------------------------------------------------- models
+
+async function loadIndex() {
+  const response = await fetch('models/index.json');
+  if (!response.ok) throw new Error(`models/index.json: HTTP ${response.status}`);
+  const index = await response.json();
+  state.models = index.models;
+  ui.model.replaceChildren(...index.models.map((m) => {
+    const option = el('option', m.name);
+    option.value = m.id;
+    return option;
+  }));
+  const preferred = index.models.find((m) => m.default) ?? index.models[0];
+  ui.model.value = preferred.id;
+  ui.model.disabled = false;
+  return preferred.id;
+}
+
+function loadModel(id) {
+  state.model = id;
+  state.ready = false;
+  ui.translate.disabled = true;
+  ui.retry.hidden = true;
+  ui.progress.value = 0;
+  ui.progress.max = 100;
+  ui.progressText.textContent = 'Starting…';
+  ui.modelInfo.textContent = '';
+  const name = state.models.find((m) => m.id === id)?.name ?? id;
+  setStatus(ui.modelStatus, 'loading', `Loading ${name}…`);
+  state.worker.postMessage({ type: 'load', model: id });
+}
+
+function showProgress({ model, loaded, total, fromCache }) {
+  if (model !== state.model) return;
+  const percent = total > 0 ? Math.min(100, Math.floor((loaded / total) * 100)) : 0;
+  ui.progress.value = percent;
+  ui.progress.dataset.percent = String(percent);
+  const source = fromCache ? 'from this device' : 'downloaded';
+  ui.progressText.textContent = `${formatBytes(loaded)} of ${formatBytes(total)} ${source} (${percent}%)`;
+  if (loaded >= total && total > 0) {
+    setStatus(ui.modelStatus, 'loading', 'Checking the files and preparing the GPU…');
+  }
+}
+
+function onLoaded({ model, info, fromCache }) {
+  if (model !== state.model) return;
+  state.ready = true;
+  const name = state.models.find((m) => m.id === model)?.name ?? model;
+  setStatus(ui.modelStatus, 'ready', `${name} is ready${fromCache ? ' (loaded from this device)' : ''}.`);
+  const a = info.adapter;
+  const adapterName = a.name || 'name not reported by the browser';
+  state.adapterName = `${adapterName} (${a.backend})`;
+  const params = (info.parameters / 1e6).toFixed(1);
+  ui.modelInfo.textContent = `${params} M parameters, int8 · GPU: ${adapterName} (${a.backend}, ${a.device_type}) · prepared in ${Math.round(info.load_ms)} ms`;
+  ui.translate.disabled = false;
+  ui.model.disabled = false;
+  if (state.pending && !state.pending.sent) sendTranslation(state.pending);
+}
+
+function onLoadError(error) {
+  state.ready = false;
+  ui.translate.disabled = true;
+  if (error.kind === 'no-webgpu') {
+    setStatus(ui.modelStatus, 'no-webgpu', error.message || NO_WEBGPU_FALLBACK);
+    ui.retry.hidden = true;
+    ui.progressText.textContent = 'Not downloaded: this browser cannot run the model.';
+    return;
+  }
+  if (error.kind === 'gpu' && restartWorker()) {
+    setStatus(ui.modelStatus, 'loading', 'The GPU failed while loading; trying once more…');
+    return;
+  }
+  setStatus(ui.modelStatus, error.kind === 'integrity' ? 'integrity' : 'error', describeError(error));
+  ui.retry.hidden = false;
+}
+
+// ---------------------------------------------------------------- options
+
+function fillOptions(search) {
+  // The f32 options arrive widened to f64 (0.6 → 0.6000000238…): show them as typed.
+  for (const [id, field] of Object.entries(OPTION_FIELDS)) $(id).value = String(Number(search[field].toPrecision(6)));
+}
+
+function readOptions() {
+  const search = { ...state.defaults.search };
+  for (const [id, field] of Object.entries(OPTION_FIELDS)) {
+    const input = $(id);
+    const value = Number(input.value);
+    if (input.value.trim() === '' || !Number.isFinite(value)) {
+      throw new Error(`${input.parentElement.firstChild.textContent.trim()} must be a number`);
+    }
+    search[field] = value;
+  }
+  return { search, attention: true };
+}
+
+// ---------------------------------------------------------------- translation
+
+function setBusy(busy) {
+  ui.translate.textContent = busy ? 'Translating…' : 'Translate';
+  document.body.dataset.busy = busy ? 'true' : 'false';
+}
+
+/** Sets the translation status; `request` marks which request it is about (tests wait on it). */
+function setTranslateStatus(dataState, text, request) {
+  if (request !== undefined) ui.translateStatus.dataset.request = String(request);
+  setStatus(ui.translateStatus, dataState, text);
+}
+
+function requestTranslation() {
+  const id = state.nextId++;
+  const text = ui.source.value;
+  if (text.trim() === '') {
+    setTranslateStatus('error', 'Type some text to translate first.', id);
+    return;
+  }
+  let options;
+  try {
+    options = readOptions();
+  } catch (e) {
+    setTranslateStatus('error', e.message, id);
+    return;
+  }
+  const request = { id, text, options, retried: false, started: performance.now() };
+  state.pending = request;
+  setBusy(true);
+  setTranslateStatus('running', 'Translating…', request.id);
+  if (state.ready) sendTranslation(request);
+}
+
+function sendTranslation(request) {
+  request.sent = true;
+  state.worker.postMessage({ type: 'translate', id: request.id, text: request.text, options: request.options });
+}
+
+function onTranslateError({ id, error }) {
+  const request = state.pending;
+  if (error.kind === 'cancelled') {
+    console.info(`translation ${id} was cancelled by a newer request`);
+    return;
+  }
+  if (!request || request.id !== id) return; // superseded
+  if (error.kind === 'gpu' && !request.retried && state.restarts < 1) {
+    // Device loss or a GPU fault: a fresh worker with a fresh device, then the same request.
+    request.retried = true;
+    request.sent = false;
+    setStatus(ui.translateStatus, 'running', `The GPU failed (${error.message}); restarting the engine and trying again…`);
+    restartWorker();
+    return;
+  }
+  state.pending = null;
+  setBusy(false);
+  setTranslateStatus('error', describeError(error), id);
+}
+
+function onResult({ id, result }) {
+  const request = state.pending;
+  if (!request || request.id !== id) return;
+  state.pending = null;
+  state.result = result;
+  setBusy(false);
+  const seconds = ((performance.now() - request.started) / 1000).toFixed(1);
+  const n = result.sentences.length;
+  setTranslateStatus('done', `Translated ${n} sentence${n === 1 ? '' : 's'} in ${seconds} s.`, id);
+  showOutput(result);
+  showTimings(result);
+  showDetails(result, 0);
+}
+
+function showOutput(result) {
+  const nodes = [];
+  for (const s of result.sentences) {
+    const best = s.hypotheses[0];
+    const span = el('span', best ? best.text : '', 'sentence');
+    span.dataset.index = String(s.index);
+    span.dataset.tokens = best ? best.tokens.join(' ') : '';
+    span.title = s.source;
+    span.tabIndex = 0;
+    if (nodes.length > 0) nodes.push(document.createTextNode(' '));
+    nodes.push(span);
+  }
+  ui.output.replaceChildren(...nodes);
+  ui.copy.disabled = result.sentences.length === 0;
+  ui.copyStatus.textContent = '';
+}
+
+function showTimings(result) {
+  const t = result.timings;
+  const tokens = result.sentences.reduce((sum, s) => sum + (s.hypotheses[0]?.tokens.length ?? 0), 0);
+  const perSecond = t.decoder_ms > 0 ? tokens / (t.decoder_ms / 1000) : 0;
+  const adapter = state.adapterName ?? '';
+  ui.timings.replaceChildren(
+    ...[
+      ['encoder', `${t.encoder_ms.toFixed(0)} ms`],
+      ['decoder', `${t.decoder_ms.toFixed(0)} ms`],
+      ['speed', `${perSecond.toFixed(1)} tokens/s`],
+      ['steps', String(t.steps)],
+      ['total', `${t.total_ms.toFixed(0)} ms`],
+      ...(adapter ? [['GPU', adapter]] : []),
+    ].map(([k, v]) => {
+      const item = el('span', '', 'timing');
+      item.append(el('b', `${k} `), document.createTextNode(v));
+      return item;
+    }),
+  );
+}
+
+function showDetails(result, index) {
+  if (result.sentences.length === 0) {
+    ui.details.hidden = true;
+    return;
+  }
+  ui.details.hidden = false;
+  ui.sentence.replaceChildren(...result.sentences.map((s, i) => {
+    const short = s.source.length > 60 ? `${s.source.slice(0, 57)}…` : s.source;
+    const option = el('option', `${i + 1}. ${short}`);
+    option.value = String(i);
+    return option;
+  }));
+  ui.sentence.value = String(index);
+  showSentence(result.sentences[index]);
+}
+
+function showSentence(sentence) {
+  ui.nbest.replaceChildren(...sentence.hypotheses.map((h) => {
+    const li = el('li', '', 'hypothesis');
+    li.append(
+      el('span', h.text, 'hyp-text'),
+      el('span', `score ${h.score.toFixed(3)} · log-prob ${h.logprob.toFixed(2)}`, 'hyp-score'),
+    );
+    li.dataset.score = String(h.score);
+    return li;
+  }));
+  drawHeatmap(sentence.attention);
+}
+
+/** Draws `attention` (target × source weights) with token labels on the canvas. */
+function drawHeatmap(attention) {
+  const canvas = ui.heatmap;
+  const ctx = canvas.getContext('2d');
+  if (!attention || attention.source_tokens.length === 0 || attention.target_tokens.length === 0) {
+    canvas.width = 1;
+    canvas.height = 1;
+    canvas.dataset.rows = '0';
+    canvas.dataset.cols = '0';
+    return;
+  }
+  const src = attention.source_tokens;
+  const tgt = attention.target_tokens;
+  const cell = 24;
+  const font = '12px system-ui, sans-serif';
+  ctx.font = font;
+  const labelWidth = (tokens) => Math.min(160, Math.max(...tokens.map((t) => ctx.measureText(t).width)) + 10);
+  const left = labelWidth(tgt);
+  const top = labelWidth(src);
+  const width = left + src.length * cell + 4;
+  const height = top + tgt.length * cell + 4;
+  const scale = window.devicePixelRatio || 1;
+  canvas.width = Math.ceil(width * scale);
+  canvas.height = Math.ceil(height * scale);
+  canvas.style.width = `${width}px`;
+  canvas.style.height = `${height}px`;
+  ctx.setTransform(scale, 0, 0, scale, 0, 0);
+  const dark = window.matchMedia('(prefers-color-scheme: dark)').matches;
+  ctx.fillStyle = dark ? '#1b1b1f' : '#ffffff';
+  ctx.fillRect(0, 0, width, height);
+  for (let r = 0; r < tgt.length; r++) {
+    for (let c = 0; c < src.length; c++) {
+      const w = Math.max(0, Math.min(1, attention.weights[r * src.length + c]));
+      // white (0) → deep blue (1)
+      const shade = (a, b) => Math.round(a + (b - a) * Math.sqrt(w));
+      ctx.fillStyle = `rgb(${shade(247, 8)}, ${shade(251, 48)}, ${shade(255, 107)})`;
+      ctx.fillRect(left + c * cell, top + r * cell, cell - 1, cell - 1);
+    }
+  }
+  ctx.font = font;
+  ctx.fillStyle = dark ? '#e6e6e6' : '#1f2328';
+  ctx.textBaseline = 'middle';
+  ctx.textAlign = 'right';
+  const clip = (t) => (t.length > 20 ? `${t.slice(0, 19)}…` : t);
+  tgt.forEach((t, r) => ctx.fillText(clip(t), left - 6, top + r * cell + cell / 2));
+  ctx.textAlign = 'left';
+  src.forEach((t, c) => {
+    ctx.save();
+    ctx.translate(left + c * cell + cell / 2, top - 6);
+    ctx.rotate(-Math.PI / 2);
+    ctx.fillText(clip(t), 0, 0);
+    ctx.restore();
+  });
+  canvas.dataset.rows = String(tgt.length);
+  canvas.dataset.cols = String(src.length);
+  canvas.setAttribute('aria-label', `Cross-attention: ${tgt.length} target tokens × ${src.length} source tokens`);
+}
+
+// ---------------------------------------------------------------- diagnostics
+
+function showSelfCheck(report) {
+  state.selfcheckPending = false;
+  ui.selfcheckRun.disabled = false;
+  const a = report.adapter;
+  ui.adapter.textContent = `Adapter: ${a.name || 'name not reported by the browser'} (${a.backend}, ${a.device_type})`;
+  ui.selfcheckRows.replaceChildren(...report.checks.map((check) => {
+    const c = check.comparison;
+    const tr = el('tr');
+    for (const text of [
+      check.kernel,
+      check.shape,
+      c.max_abs_err.toExponential(2),
+      `${c.n_bad} / ${c.len}`,
+      c.n_bad === 0 ? 'match' : 'MISMATCH',
+    ]) tr.append(el('td', text));
+    return tr;
+  }));
+  const n = report.checks.length;
+  if (report.passed) {
+    setStatus(ui.selfcheckStatus, 'pass', `All ${n} kernel checks match the reference (atol 1e-4, rtol 1e-4).`);
+  } else {
+    const bad = report.checks.filter((c) => c.comparison.n_bad !== 0).length;
+    setStatus(ui.selfcheckStatus, 'fail', `${bad} of ${n} kernel checks do not match the reference on this adapter.`);
+  }
+}
+
+function runSelfCheck() {
+  if (state.selfcheckPending) return;
+  state.selfcheckPending = true;
+  ui.selfcheckRun.disabled = true;
+  ui.selfcheckRows.replaceChildren();
+  setStatus(ui.selfcheckStatus, 'running', 'Checking the WebGPU kernels…');
+  state.worker.postMessage({ type: 'selfcheck' });
+}
+
+// ---------------------------------------------------------------- wiring
+
+ui.translate.addEventListener('click', requestTranslation);
+ui.source.addEventListener('keydown', (event) => {
+  if (event.key === 'Enter' && (event.ctrlKey || event.metaKey)) {
+    event.preventDefault();
+    if (state.ready) requestTranslation();
+  }
+});
+ui.copy.addEventListener('click', async () => {
+  const text = state.result?.text ?? '';
+  try {
+    await navigator.clipboard.writeText(text);
+    ui.copyStatus.textContent = 'Copied.';
+  } catch {
+    // No clipboard permission (e.g. an insecure origin): select the output for Ctrl+C instead.
+    const range = document.createRange();
+    range.selectNodeContents(ui.output);
+    const selection = window.getSelection();
+    selection.removeAllRanges();
+    selection.addRange(range);
+    ui.copyStatus.textContent = 'Selected: press Ctrl+C to copy.';
+  }
+});
+ui.model.addEventListener('change', () => {
+  state.pending = null;
+  setBusy(false);
+  loadModel(ui.model.value);
+});
+ui.retry.addEventListener('click', () => loadModel(state.model ?? ui.model.value));
+ui.sentence.addEventListener('change', () => {
+  if (state.result) showSentence(state.result.sentences[Number(ui.sentence.value)]);
+});
+ui.output.addEventListener('click', (event) => {
+  const span = event.target.closest('.sentence');
+  if (span && state.result) {
+    const i = state.result.sentences.findIndex((s) => String(s.index) === span.dataset.index);
+    if (i >= 0) {
+      ui.sentence.value = String(i);
+      showSentence(state.result.sentences[i]);
+    }
+  }
+});
+ui.optReset.addEventListener('click', () => {
+  if (state.defaults) fillOptions(state.defaults.search);
+});
+ui.selfcheckRun.addEventListener('click', runSelfCheck);
+
+async function main() {
+  if ('serviceWorker' in navigator) {
+    navigator.serviceWorker.register('sw.js').catch((e) => console.warn(`offline support unavailable: ${e.message}`));
+  }
+  startWorker();
+  let id;
+  try {
+    id = await loadIndex();
+  } catch (e) {
+    setStatus(ui.modelStatus, 'error', `The list of models could not be loaded: ${e.message}.`);
+    ui.retry.hidden = false;
+    ui.retry.addEventListener('click', () => window.location.reload(), { once: true });
+    return;
+  }
+  // Without WebGPU the worker answers at once with the engine's sentence, before any download.
+  loadModel(id);
+}
+
+main();
