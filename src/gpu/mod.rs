@@ -10,6 +10,7 @@ mod pipeline;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod testing;
 
+pub use buffer::DispatchPool;
 pub use pipeline::{PipelineCache, PipelineKey};
 
 use serde::Serialize;
@@ -76,6 +77,8 @@ pub struct Gpu {
     adapter: AdapterSummary,
     pipelines: PipelineCache,
     counters: Counters,
+    /// Active while [`Gpu::pooled`] records.
+    pool: std::sync::Mutex<Option<DispatchPool>>,
 }
 
 /// Work sent to the device since it was created: what the benchmark and the engine's timings
@@ -166,6 +169,7 @@ impl Gpu {
             adapter: summary,
             pipelines: PipelineCache::default(),
             counters: Counters::default(),
+            pool: std::sync::Mutex::new(None),
         })
     }
 

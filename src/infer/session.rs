@@ -2,7 +2,7 @@
 
 use super::{Cross, CrossCopy, Encoded, Engine, EngineError, Scratch, SelfAttn, SelfKv, now_ms};
 use crate::config::{BOS_ID, EOS_ID};
-use crate::gpu::GpuError;
+use crate::gpu::{DispatchPool, GpuError};
 use crate::kernels::attention::AttentionShape;
 use crate::kernels::embed::EmbedArgs;
 use crate::kernels::logits_topk::{K_MAX, LogitsTopKArgs};
@@ -32,6 +32,8 @@ pub struct Session<'e> {
     top: wgpu::Buffer,
     /// Time inside [`StepModel::step`], to tell GPU time from the search's own.
     step_ms: f64,
+    /// Uniforms and bind groups reused from step to step.
+    pool: DispatchPool,
 }
 
 impl<'e> Session<'e> {
@@ -82,6 +84,7 @@ impl<'e> Session<'e> {
                     logits: gpu.storage_zeroed("logits", rows * c.tgt_vocab_size),
                     top: gpu.storage_zeroed("top-k", rows * K_MAX * 2),
                     step_ms: 0.0,
+                    pool: DispatchPool::default(),
                 }
             })
             .await?;
@@ -265,7 +268,11 @@ impl StepModel for Session<'_> {
             let gpu = &self.engine.gpu;
             gpu.submit_and_read(
                 "decoder step",
-                |e| result = self.record(e, request),
+                |e| {
+                    let mut pool = std::mem::take(&mut self.pool);
+                    result = gpu.pooled(&mut pool, || self.record(e, request));
+                    self.pool = pool;
+                },
                 &top,
                 (rows * k * 8) as u64,
             )
