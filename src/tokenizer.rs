@@ -225,6 +225,7 @@ impl Tokenizer {
     /// Loads a `tokenizer.json` from its bytes (a `&str` works too) and checks that the four
     /// special tokens sit at ids 0–3.
     pub fn from_json(json: impl AsRef<[u8]>) -> Result<Self, TokenizerError> {
+        check_pipeline(json.as_ref())?;
         let inner = tokenizers::Tokenizer::from_bytes(json.as_ref()).map_err(|e| {
             TokenizerError::InvalidJson {
                 message: e.to_string(),
@@ -417,6 +418,32 @@ impl Tokenizer {
 }
 
 /// The normalizer shared by training and encoding (see the module table).
+/// Refuses a `tokenizer.json` whose pipeline around the vocabulary (normalizer, pre-tokenizer,
+/// post-processor, decoder) is not the one this module writes, before the `tokenizers` crate
+/// parses it: some of its deserializers panic on malformed parts (found by `fuzz/bundle`), and a
+/// panic would kill the page's worker. Also refuses text that is not JSON.
+fn check_pipeline(json: &[u8]) -> Result<(), TokenizerError> {
+    static CANONICAL: std::sync::OnceLock<Option<serde_json::Value>> = std::sync::OnceLock::new();
+    let invalid = |message: String| TokenizerError::InvalidJson { message };
+    let value: serde_json::Value =
+        serde_json::from_slice(json).map_err(|e| invalid(e.to_string()))?;
+    let canonical = CANONICAL.get_or_init(|| {
+        let tokenizer = Tokenizer::from_pieces([("▁a".to_string(), -1.0)]).ok()?;
+        serde_json::from_str(&tokenizer.to_json().ok()?).ok()
+    });
+    let Some(canonical) = canonical else {
+        return Err(invalid("cannot build the reference pipeline".into()));
+    };
+    for part in ["normalizer", "pre_tokenizer", "post_processor", "decoder"] {
+        if value.get(part) != canonical.get(part) {
+            return Err(invalid(format!(
+                "its {part} is not webnmt's (NFKC, Metaspace ▁, no post-processor)"
+            )));
+        }
+    }
+    Ok(())
+}
+
 fn normalizer() -> Result<NormalizerWrapper, TokenizerError> {
     let collapse = Replace::new(ReplacePattern::Regex(r"\s+".to_owned()), " ").map_err(|e| {
         TokenizerError::Build {
@@ -1319,5 +1346,37 @@ mod tests {
             let b = train_unigram(corpus(), &config).and_then(|t| t.to_json());
             assert!(a.is_ok() && a.ok() == b.ok());
         }
+    }
+}
+
+#[cfg(test)]
+mod hostile_json {
+    use super::Tokenizer;
+
+    /// Parts of `tokenizer.json` that make the `tokenizers` crate panic are refused first
+    /// (the decoder case was found by `fuzz/bundle`).
+    #[test]
+    fn malformed_pipelines_are_errors_not_panics() {
+        let good = Tokenizer::from_pieces([("▁a".to_string(), -1.0)])
+            .and_then(|t| t.to_json())
+            .expect("a tokenizer");
+        let mut value: serde_json::Value = serde_json::from_str(&good).expect("json");
+        for (part, bad) in [
+            ("decoder", serde_json::json!({"type": 5})),
+            ("decoder", serde_json::json!("Metaspace")),
+            (
+                "normalizer",
+                serde_json::json!({"type": "Precompiled", "precompiled_charsmap": 3}),
+            ),
+            ("pre_tokenizer", serde_json::json!({"type": "Split"})),
+        ] {
+            let saved = value[part].clone();
+            value[part] = bad;
+            let err = Tokenizer::from_json(value.to_string()).expect_err("refused");
+            assert!(err.to_string().contains(part), "{err}");
+            value[part] = saved;
+        }
+        assert!(Tokenizer::from_json(value.to_string()).is_ok());
+        assert!(Tokenizer::from_json(&good.as_bytes()[..good.len() / 2]).is_err());
     }
 }
