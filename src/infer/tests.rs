@@ -13,7 +13,9 @@ fn pooled_dispatches_reuse_uniforms_and_bind_groups() {
         return;
     };
     pollster::block_on(async {
-        let kernel = MatmulQ8::new(&gpu, Activation::None).await.expect("compiles");
+        let kernel = MatmulQ8::new(&gpu, Activation::None)
+            .await
+            .expect("compiles");
         let w = QuantizedMatrix::quantize(&[1.0; 16], 4, 4).expect("shape");
         let w = GpuQ8Matrix::upload(&gpu, &w, &[0.0; 4]).expect("upload");
         let x = gpu.storage_from("x", &[1.0f32; 8]);
