@@ -210,3 +210,20 @@ fn a_batch_beyond_the_adapters_limits_is_an_error_not_a_panic() {
     let encoded = block_on(engine.encode(&sources[..1])).expect("a small batch still runs");
     block_on(engine.search(&encoded, 0, &greedy())).expect("and decodes");
 }
+
+#[test]
+fn a_lost_device_is_an_error_not_a_panic() {
+    let Some((engine, _, _)) = load("a_lost_device_is_an_error_not_a_panic") else {
+        return;
+    };
+    let sources = sources(&engine);
+    let encoded = block_on(engine.encode(&sources[..2])).expect("encoder runs");
+    // What a driver reset or a removed GPU does to a live device.
+    engine.gpu().device.destroy();
+    let err = block_on(engine.search(&encoded, 0, &greedy()))
+        .expect_err("no translation from a lost device");
+    assert!(!err.to_string().is_empty());
+    let err = block_on(engine.translate("Ein Hund.", &Default::default()))
+        .expect_err("no translation from a lost device");
+    eprintln!("after device loss: {err}");
+}

@@ -3,7 +3,6 @@
 
 use super::Gpu;
 use std::collections::HashMap;
-use wgpu::util::DeviceExt;
 
 /// Uniform buffers and bind groups reused by work recorded again and again with the same
 /// sequence of dispatches (the decoder steps of one sentence). Inside [`Gpu::pooled`], the n-th
@@ -36,12 +35,27 @@ const STORAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
 impl Gpu {
     /// A storage buffer holding `data`.
     pub fn storage_from<T: bytemuck::NoUninit>(&self, label: &str, data: &[T]) -> wgpu::Buffer {
-        self.device
-            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                label: Some(label),
-                contents: bytemuck::cast_slice(data),
-                usage: STORAGE,
-            })
+        self.buffer_with(label, bytemuck::cast_slice(data), STORAGE)
+    }
+
+    /// A buffer holding `bytes`, written through the queue rather than mapped at creation:
+    /// mapping panics inside wgpu when the device is lost, a queue write reports an error.
+    fn buffer_with(&self, label: &str, bytes: &[u8], usage: wgpu::BufferUsages) -> wgpu::Buffer {
+        let size = (bytes.len() as u64).next_multiple_of(4).max(4);
+        let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size,
+            usage: usage | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        if bytes.len().is_multiple_of(4) {
+            self.queue.write_buffer(&buffer, 0, bytes);
+        } else {
+            let mut padded = bytes.to_vec();
+            padded.resize(size as usize, 0);
+            self.queue.write_buffer(&buffer, 0, &padded);
+        }
+        buffer
     }
 
     /// A zero-filled storage buffer of `len` elements of 4 bytes (`f32`, `u32`).
@@ -80,12 +94,11 @@ impl Gpu {
     }
 
     fn create_uniform<T: bytemuck::NoUninit>(&self, label: &str, params: &T) -> wgpu::Buffer {
-        self.device
-            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                label: Some(label),
-                contents: bytemuck::bytes_of(params),
-                usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-            })
+        self.buffer_with(
+            label,
+            bytemuck::bytes_of(params),
+            wgpu::BufferUsages::UNIFORM,
+        )
     }
 
     /// Records one compute pass of `pipeline` over `groups` workgroups, with `buffers` bound to
