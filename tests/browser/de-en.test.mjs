@@ -5,13 +5,15 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { mkdir, readFile, stat } from 'node:fs/promises';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { ROOT, launch, modelState, openPage, serveStatic, setOptions, translate } from './harness.mjs';
 
 const TIMEOUT_MS = 600_000; // 20 sentences decoded on SwiftShader, 2 CPU cores
 const SENTENCES = join(ROOT, 'tests/fixtures/browser/de20.de');
-const TRANSLATE = process.env.TRANSLATE_BIN ?? join(ROOT, 'target/release/translate');
+// cargo's target folder: CARGO_TARGET_DIR when set, as cargo itself does.
+const TRANSLATE = process.env.TRANSLATE_BIN
+  ?? join(process.env.CARGO_TARGET_DIR ? resolve(ROOT, process.env.CARGO_TARGET_DIR) : join(ROOT, 'target'), 'release/translate');
 const MODEL = join(ROOT, 'web/models/de-en');
 // Beam 4 in 2 diverse groups (the reference's 8 in 4 is twice the work on a CPU "GPU");
 // diversity, penalties and length limits stay at their defaults on both sides.
