@@ -16,7 +16,7 @@ enum DeviceChoice {
     Auto,
     /// burn's flex backend on the CPU.
     Cpu,
-    /// burn-wgpu on the default GPU.
+    /// burn-wgpu on the default GPU, in f32 (mixed precision is not implemented yet).
     Gpu,
 }
 
