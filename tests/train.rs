@@ -305,3 +305,42 @@ fn bad_corpora_stop_with_one_clear_error_line() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn split_only_writes_the_same_held_out_files_every_time_and_trains_nothing() {
+    let dir = scratch("split-only");
+    let (src, tgt) = fixture_corpus();
+    let config = write_config(&dir, 10, 10, (&src, &tgt));
+    let run = dir.join("run");
+    let read = |name: &str| std::fs::read(run.join(name)).expect(name);
+    let out = train_cmd(&config)
+        .arg("--split-only")
+        .output()
+        .expect("runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let first = (
+        read("heldout.test.de"),
+        read("heldout.dev.en"),
+        read("data.txt"),
+    );
+    assert!(!first.0.is_empty());
+    assert!(!run.join("checkpoints").exists() && !run.join("bundle").exists());
+    let out = train_cmd(&config)
+        .arg("--split-only")
+        .output()
+        .expect("runs");
+    assert!(out.status.success());
+    assert_eq!(
+        first,
+        (
+            read("heldout.test.de"),
+            read("heldout.dev.en"),
+            read("data.txt")
+        )
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -8,7 +8,7 @@
 use clap::{Parser, ValueEnum};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use webnmt::train::run::{RunConfig, export_only, run};
+use webnmt::train::run::{RunConfig, export_only, prepare_data, run};
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum DeviceChoice {
@@ -33,6 +33,10 @@ struct Args {
     /// Only write run_dir/bundle again from the run's best weights; no training.
     #[arg(long)]
     export_only: bool,
+    /// Only clean and split the corpus: write run_dir/data.txt and the dev, test and held-out
+    /// files (`heldout.<split>.<lang>`, deterministic), for evaluation without training.
+    #[arg(long, conflicts_with_all = ["export_only", "resume"])]
+    split_only: bool,
     /// Where to train.
     #[arg(long, value_enum, default_value = "auto")]
     device: DeviceChoice,
@@ -124,6 +128,11 @@ fn train(args: Args) -> Result<(), String> {
     t.validate().map_err(|e| e.to_string())?;
     config.batch.validate().map_err(|e| e.to_string())?;
 
+    if args.split_only {
+        prepare_data(&config).map_err(|e| e.to_string())?;
+        eprintln!("data split written to {}", config.run_dir.display());
+        return Ok(());
+    }
     let device = pick_device(args.device);
     if args.export_only {
         export_only(&config, &device).map_err(|e| e.to_string())?;

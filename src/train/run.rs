@@ -8,8 +8,8 @@
 use super::{TrainData, TrainError, TrainOptions, TrainState, TrainSummary, train};
 use crate::config::{BOS_ID, ConfigError, EOS_ID, ModelConfig, PAD_ID};
 use crate::data::{
-    BatchConfig, Batcher, CleanConfig, Corpus, CorpusFiles, DataError, SpecialIds, SplitConfig,
-    SplitSize, TokenPair, clean, split,
+    BatchConfig, Batcher, CleanConfig, Corpus, CorpusFiles, DataError, SpecialIds, Split,
+    SplitConfig, SplitSize, TokenPair, clean, split,
 };
 use crate::export::{ExportInfo, export_bundle};
 use crate::model::Transformer;
@@ -203,7 +203,11 @@ fn tokenizer_for(
 }
 
 /// Runs the whole pipeline; with `resume`, continues the run found in `run_dir`.
-pub fn run(config: &RunConfig, device: &Device, resume: bool) -> Result<TrainSummary, RunError> {
+/// Reads, cleans and splits the corpus as a run does, and writes the run directory's
+/// `config.toml`, `data.txt` (counts per rule and split) and `heldout.<split>.<lang>` files (dev,
+/// test and each held-out domain). Deterministic: the same config gives the same files. Returns
+/// the split with the dev and test sets in use.
+pub fn prepare_data(config: &RunConfig) -> Result<(Split, Corpus, Corpus), RunError> {
     let run_dir = &config.run_dir;
     std::fs::create_dir_all(run_dir).map_err(|e| RunError::Write {
         path: run_dir.clone(),
@@ -214,7 +218,6 @@ pub fn run(config: &RunConfig, device: &Device, resume: bool) -> Result<TrainSum
         reason: e.to_string(),
     })?;
     write(&run_dir.join("config.toml"), &config_text)?;
-
     // Data: read, clean, split.
     let (corpus, report) = clean(config.corpus.read()?, &config.clean)?;
     let mut split_config = config.split.clone();
@@ -251,6 +254,12 @@ pub fn run(config: &RunConfig, device: &Device, resume: bool) -> Result<TrainSum
     }
     write(&run_dir.join("data.txt"), &data_report)?;
     eprintln!("{data_report}");
+    Ok((parts, dev, test))
+}
+
+pub fn run(config: &RunConfig, device: &Device, resume: bool) -> Result<TrainSummary, RunError> {
+    let run_dir = &config.run_dir;
+    let (parts, dev, _test) = prepare_data(config)?;
 
     // Tokenizers (trained on the training split only).
     let train_pairs = &parts.train.pairs;
