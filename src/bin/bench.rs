@@ -15,8 +15,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use webnmt::gpu::{Gpu, GpuCounts};
 use webnmt::infer::{Engine, TranslateOptions, now_ms};
-use webnmt::model::{BurnSession, Transformer};
-use webnmt::search::{SearchOptions, beam_search};
+use webnmt::model::{Transformer, translate_text};
+use webnmt::search::SearchOptions;
 use webnmt::weights::Bundle;
 
 /// Benchmark the GPU engine against burn (flex CPU, wgpu) and CTranslate2 on one test file.
@@ -180,20 +180,18 @@ fn burn_row(
     let config = bundle.config();
     let options = greedy();
     let translate = |line: &str| -> Result<usize, String> {
-        let mut tokens = 0;
-        for sentence in webnmt::infer::text::split_sentences(line) {
-            let ids = bundle
-                .source_tokenizer
-                .encode(sentence)
-                .map_err(|e| e.to_string())?;
-            for chunk in ids.chunks(config.max_seq_len) {
-                let mut session = BurnSession::new(&model, chunk, config.max_seq_len, device);
-                let result = pollster::block_on(beam_search(&mut session, &options, chunk.len()))
-                    .map_err(|e| e.to_string())?;
-                tokens += result.best().map_or(0, |h| h.tokens.len());
-            }
-        }
-        Ok(tokens)
+        let (source, target) = (&bundle.source_tokenizer, &bundle.target_tokenizer);
+        translate_text(
+            &model,
+            source,
+            target,
+            config.max_seq_len,
+            line,
+            &options,
+            device,
+        )
+        .map(|(_, tokens)| tokens)
+        .map_err(|e| e.to_string())
     };
     for line in lines.iter().take(warm_up) {
         translate(line)?;

@@ -179,8 +179,7 @@ fn burn_cpu(
     options: &TranslateOptions,
 ) -> Result<Vec<String>, String> {
     use burn::module::Module;
-    use webnmt::infer::text::split_sentences;
-    use webnmt::model::{BurnSession, Transformer};
+    use webnmt::model::{Transformer, translate_text};
     let device = burn::tensor::Device::flex();
     let config = bundle.config().clone();
     let model = match checkpoint {
@@ -191,34 +190,18 @@ fn burn_cpu(
     };
     let mut hyps = Vec::with_capacity(sources.len());
     for (i, line) in sources.iter().enumerate() {
-        // As `Engine::translate`: sentences, chunks of at most max_seq_len tokens, best
-        // hypotheses joined by spaces.
-        let mut parts = Vec::new();
-        for sentence in split_sentences(line) {
-            let ids = bundle
-                .source_tokenizer
-                .encode(sentence)
-                .map_err(|e| e.to_string())?;
-            for chunk in ids.chunks(config.max_seq_len) {
-                let mut session = BurnSession::new(&model, chunk, config.max_seq_len, &device);
-                let result = pollster::block_on(webnmt::search::beam_search(
-                    &mut session,
-                    &options.search,
-                    chunk.len(),
-                ))
-                .map_err(|e| e.to_string())?;
-                if let Some(best) = result.best() {
-                    let text = bundle
-                        .target_tokenizer
-                        .decode(&best.tokens)
-                        .map_err(|e| e.to_string())?;
-                    if !text.is_empty() {
-                        parts.push(text);
-                    }
-                }
-            }
-        }
-        hyps.push(parts.join(" "));
+        let (source, target) = (&bundle.source_tokenizer, &bundle.target_tokenizer);
+        let (text, _) = translate_text(
+            &model,
+            source,
+            target,
+            config.max_seq_len,
+            line,
+            &options.search,
+            &device,
+        )
+        .map_err(|e| format!("line {}: {e}", i + 1))?;
+        hyps.push(text);
         progress(i + 1, sources.len());
     }
     Ok(hyps)

@@ -445,17 +445,17 @@ impl Engine {
         Ok(())
     }
 
-    /// Records one decoder layer over `s.rows` query rows, from `s.x` back into `s.x`.
+    /// Records one decoder layer over the first `rows` rows of `s`, from `s.x` back into `s.x`.
     fn record_decoder_layer(
         &self,
         e: &mut wgpu::CommandEncoder,
         layer: &DecoderLayer,
         s: &Scratch,
+        rows: usize,
         self_attn: SelfAttn<'_>,
         cross: &Cross<'_>,
     ) -> Result<(), GpuError> {
         let (gpu, k) = (&self.gpu, &self.kernels);
-        let rows = s.rows;
         let a = &layer.self_attn;
         self.matmul(e, &s.x, &a.query, &s.q, rows)?;
         self.matmul(e, &s.x, &a.key, &s.k, rows)?;
@@ -623,7 +623,7 @@ impl Engine {
                         key_len: &self_len,
                         kv: SelfKv::Full,
                     };
-                    self.record_decoder_layer(e, layer, &s, self_attn, &cross)?;
+                    self.record_decoder_layer(e, layer, &s, t, self_attn, &cross)?;
                 }
                 self.matmul(e, &s.x, &self.weights.tgt_embed, &logits, t)
             })();

@@ -141,11 +141,8 @@ impl<'e> Session<'e> {
         if t == 0 {
             self.cross.record(e);
         }
-        // Shapes: `s.rows` is the session's capacity; this step uses `rows` of them.
-        let s = Scratch {
-            rows,
-            ..self.scratch.shallow()
-        };
+        // The scratch buffers hold the session's capacity; this step uses `rows` of them.
+        let s = &self.scratch;
         engine.kernels.embed.encode(
             gpu,
             e,
@@ -192,7 +189,7 @@ impl<'e> Session<'e> {
                 key_len: &self.self_len,
                 kv,
             };
-            engine.record_decoder_layer(e, layer, &s, self_attn, &cross)?;
+            engine.record_decoder_layer(e, layer, s, rows, self_attn, &cross)?;
         }
         engine.matmul(e, &s.x, &w.tgt_embed, &self.logits, rows)?;
         engine.kernels.logits_topk.encode(
@@ -211,26 +208,6 @@ impl<'e> Session<'e> {
                 window,
             },
         )
-    }
-}
-
-impl Scratch {
-    /// The same buffers (wgpu buffers are reference-counted handles).
-    fn shallow(&self) -> Scratch {
-        Scratch {
-            rows: self.rows,
-            tokens: self.tokens.clone(),
-            x: self.x.clone(),
-            q: self.q.clone(),
-            k: self.k.clone(),
-            v: self.v.clone(),
-            ctx: self.ctx.clone(),
-            o: self.o.clone(),
-            x1: self.x1.clone(),
-            x2: self.x2.clone(),
-            h: self.h.clone(),
-            f: self.f.clone(),
-        }
     }
 }
 

@@ -18,7 +18,7 @@ mod tests;
 
 pub use attention::MultiHeadAttention;
 pub use greedy::greedy_decode;
-pub use step::{BurnSession, BurnStepError};
+pub use step::{BurnSession, BurnStepError, translate_text};
 
 use crate::config::{ModelConfig, PAD_ID};
 use crate::reference::positional_encoding;

@@ -3,14 +3,17 @@
 
 use super::{DecoderCache, Transformer};
 use crate::config::{BOS_ID, EOS_ID};
+use crate::infer::text::split_sentences;
 use crate::search::{
-    Candidate, StepModel, StepRequest, apply_repetition_penalty, log_softmax, top_k,
+    Candidate, SearchOptions, StepModel, StepRequest, apply_repetition_penalty, beam_search,
+    log_softmax, top_k,
 };
+use crate::tokenizer::Tokenizer;
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
 /// Why a burn step failed.
 #[derive(Debug, thiserror::Error)]
-#[error("burn decoder step: {0}")]
+#[error("burn model: {0}")]
 pub struct BurnStepError(String);
 
 /// One sentence decoded by the burn model with its KV cache.
@@ -88,4 +91,41 @@ impl StepModel for BurnSession<'_> {
             })
             .collect())
     }
+}
+
+/// Translates `text` with the burn model as `Engine::translate` does: sentences, chunks of at
+/// most `max_seq_len` tokens, the best hypotheses' texts joined by spaces. Returns the text and
+/// the number of generated tokens (EOS excluded). The baseline of `bench` and `evaluate`.
+#[allow(clippy::too_many_arguments)]
+pub fn translate_text(
+    model: &Transformer,
+    source: &Tokenizer,
+    target: &Tokenizer,
+    max_seq_len: usize,
+    text: &str,
+    options: &SearchOptions,
+    device: &Device,
+) -> Result<(String, usize), BurnStepError> {
+    let mut parts = Vec::new();
+    let mut tokens = 0;
+    for sentence in split_sentences(text) {
+        let ids = source
+            .encode(sentence)
+            .map_err(|e| BurnStepError(e.to_string()))?;
+        for chunk in ids.chunks(max_seq_len) {
+            let mut session = BurnSession::new(model, chunk, max_seq_len, device);
+            let result = pollster::block_on(beam_search(&mut session, options, chunk.len()))
+                .map_err(|e| BurnStepError(e.to_string()))?;
+            if let Some(best) = result.best() {
+                tokens += best.tokens.len();
+                let piece = target
+                    .decode(&best.tokens)
+                    .map_err(|e| BurnStepError(e.to_string()))?;
+                if !piece.is_empty() {
+                    parts.push(piece);
+                }
+            }
+        }
+    }
+    Ok((parts.join(" "), tokens))
 }
