@@ -5,7 +5,7 @@
 
 use crate::gpu::{AdapterSummary, Gpu, GpuError};
 use crate::kernels::attention::AttentionShape;
-use crate::kernels::matmul_q8::{self, Activation, Variant};
+use crate::kernels::matmul_q8::{self, Activation};
 use crate::kernels::{add_layernorm, attention, embed, kv_cache, logits_topk};
 use crate::reference::{self, Comparison};
 use crate::weights::QuantizedMatrix;
@@ -18,12 +18,17 @@ pub const ATOL: f32 = 1e-4;
 /// Relative tolerance, ditto.
 pub const RTOL: f32 = 1e-4;
 
-/// `(m, n, k)` shapes for `matmul_q8`: single rows, sizes that are not multiples of the
-/// 16 × 16 tile, a k that is not a multiple of the 64-value chunk, and model-like sizes.
-/// Shapes with `m ≤ 8` also run the few-rows shader.
+/// `(m, n, k)` shapes for `matmul_q8`: single rows, every row-block size, m past a multiple of
+/// the 8-row block, n not a multiple of the 4-feature quad or the 64-invocation workgroup, and
+/// model-like sizes.
 pub const MATMUL_Q8_SHAPES: &[(usize, usize, usize)] = &[
     (1, 1, 4),
     (1, 48, 64),
+    (2, 6, 8),
+    (3, 9, 12),
+    (4, 13, 16),
+    (5, 70, 20),
+    (6, 31, 8),
     (7, 100, 36),
     (33, 40, 260),
     (16, 16, 64),
@@ -49,7 +54,7 @@ pub const EMBED_SHAPES: &[(usize, usize, usize, usize, usize)] = &[
 
 /// `(rows, vocab, k, window, penalty, ties)` shapes for `logits_topk`: greedy on a tiny
 /// vocabulary, k equal to the vocabulary, eight beams with the reference's penalty, model
-/// vocabularies, and integer logits full of exact ties (where the token ids must come out in
+/// vocabularies, one past the kernel's history bitmap (32768 ids), and integer logits full of exact ties (where the token ids must come out in
 /// ascending order, as `search::top_k` orders them).
 pub const LOGITS_TOPK_SHAPES: &[(usize, usize, usize, usize, f32, bool)] = &[
     (1, 10, 1, 0, 1.0, false),
@@ -57,6 +62,7 @@ pub const LOGITS_TOPK_SHAPES: &[(usize, usize, usize, usize, f32, bool)] = &[
     (8, 1003, 8, 30, 1.5, false),
     (3, 5000, 4, 5, 2.0, false),
     (4, 16000, 8, 30, 1.5, false),
+    (2, 40000, 4, 30, 1.5, false),
     (4, 300, 8, 0, 1.0, true),
 ];
 
@@ -181,21 +187,12 @@ pub async fn check_matmul_q8(gpu: &Gpu, seed: u64) -> Result<Vec<KernelCheck>, G
             Activation::None
         };
         let want = reference::matmul_q8(&x, m, &w, &bias, relu);
-        // The tiled shader on every shape, the few-rows one where it applies.
-        for (variant, kernel) in [
-            (Variant::Tiled, matmul_q8::NAME),
-            (Variant::Rows, matmul_q8::ROWS_NAME),
-        ] {
-            if variant == Variant::Rows && m > matmul_q8::ROWS_MAX {
-                continue;
-            }
-            let got = matmul_q8::matmul_q8(gpu, &x, m, &w, &bias, activation, variant).await?;
-            checks.push(KernelCheck {
-                kernel,
-                shape: format!("m={m} n={n} k={k}{}", if relu { " relu" } else { "" }),
-                comparison: reference::compare(&got, &want, ATOL, RTOL),
-            });
-        }
+        let got = matmul_q8::matmul_q8(gpu, &x, m, &w, &bias, activation).await?;
+        checks.push(KernelCheck {
+            kernel: matmul_q8::NAME,
+            shape: format!("m={m} n={n} k={k}{}", if relu { " relu" } else { "" }),
+            comparison: reference::compare(&got, &want, ATOL, RTOL),
+        });
     }
     Ok(checks)
 }

@@ -23,8 +23,8 @@ struct Params {
     start_pos: u32,
     scale: f32,
     vocab: u32,
-    _pad0: u32,
-    _pad1: u32,
+    stride: u32,
+    _pad: u32,
 }
 const _: () = assert!(size_of::<Params>() == 32);
 
@@ -93,8 +93,8 @@ impl Embed {
                 start_pos: args.start_pos as u32,
                 scale: (d as f32).sqrt(),
                 vocab: args.table.n as u32,
-                _pad0: 0,
-                _pad1: 0,
+                stride: args.table.stride as u32,
+                _pad: 0,
             },
         );
         gpu.dispatch(

@@ -2,7 +2,8 @@
 // the int8 table, scaled as in the paper, plus the sinusoidal positional encoding.
 //
 // The embedding table uses the int8 layout of matmul_q8 (rows = vocabulary, four values per
-// u32, word-major on the GPU: word c of row t is table[c · vocab + t]; one f32 scale per row),
+// u32, word-major on the GPU: word c of row t is table[c · stride + t], stride = vocab rounded
+// up to 4; one f32 scale per row),
 // so the same buffer is the tied output projection. The positional table comes from the CPU (reference::
 // positional_encoding), so the GPU and the reference add identical values. Row r of the output
 // sits at position start_pos + r % seq_len: a batch of sentences of seq_len tokens for the
@@ -18,13 +19,13 @@ struct Params {
     start_pos: u32, // position of the first token of each sentence
     scale: f32,     // √d_model
     vocab: u32,     // rows of the table; larger token ids read row 1 (<unk>)
-    _pad0: u32,
-    _pad1: u32,
+    stride: u32,    // vocab rounded up to 4: the table's row length on the GPU
+    _pad: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> tokens: array<u32>;     // [rows]
-@group(0) @binding(2) var<storage, read> table: array<u32>;      // [d_model/4, vocab] packed i8x4
+@group(0) @binding(2) var<storage, read> table: array<u32>;      // [d_model/4, stride] packed i8x4
 @group(0) @binding(3) var<storage, read> row_scale: array<f32>;  // [vocab]
 @group(0) @binding(4) var<storage, read> pe: array<vec4<f32>>;   // [max_pos, d_model/4]
 @group(0) @binding(5) var<storage, read_write> x: array<vec4<f32>>; // [rows, d_model/4]
@@ -47,6 +48,6 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
         token = 1u;
     }
     let pos = params.start_pos + r % params.seq_len;
-    let value = unpack_i8x4(table[c * params.vocab + token]) * (row_scale[token] * params.scale);
+    let value = unpack_i8x4(table[c * params.stride + token]) * (row_scale[token] * params.scale);
     x[r * words + c] = value + pe[pos * words + c];
 }

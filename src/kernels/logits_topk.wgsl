@@ -7,8 +7,11 @@
 // log-prob, ties by ascending token id (as search::top_k).
 //
 // One workgroup of 128 invocations handles one row: two reductions give the log-sum-exp, each
-// invocation keeps the top k of its strided share of the vocabulary, and invocation 0 merges the
-// 128 short lists. k ≤ K_MAX.
+// invocation keeps the top k of its strided share of the vocabulary, and seven rounds of
+// pairwise merges in workgroup memory reduce the 128 short lists to one. k ≤ K_MAX. The row's
+// history is first marked in a bitmap in workgroup memory (token ids below BITMAP_TOKENS), so
+// the penalty costs one bit test per token instead of a pass over the window; larger ids fall
+// back to that pass.
 
 struct Params {
     rows: u32,        // rows (beams) of logits
@@ -34,6 +37,9 @@ const NONE: u32 = 0xffffffffu;
 var<workgroup> reduce_buf: array<f32, WG>;
 var<workgroup> cand_score: array<f32, 1024>; // WG * K_MAX
 var<workgroup> cand_id: array<u32, 1024>;
+const BITMAP_TOKENS: u32 = 32768u;
+// Bit t set: token t is in the row's repetition window. Zero-initialised, as all workgroup memory.
+var<workgroup> history_bits: array<atomic<u32>, 1024>; // BITMAP_TOKENS / 32
 
 // True when (sa, ia) ranks before (sb, ib).
 fn before(sa: f32, ia: u32, sb: f32, ib: u32) -> bool {
@@ -55,7 +61,15 @@ fn reduce(lid: u32, value: f32, is_max: bool) -> f32 {
     return result;
 }
 
+// Token `token` of `row` is in the repetition window: one bit test for ids in the bitmap.
 fn penalized(row: u32, token: u32) -> bool {
+    if (token < BITMAP_TOKENS) {
+        return ((atomicLoad(&history_bits[token >> 5u]) >> (token & 31u)) & 1u) == 1u;
+    }
+    return in_window(row, token);
+}
+
+fn in_window(row: u32, token: u32) -> bool {
     let len = min(history_len[row], params.history_cap);
     let start = len - min(len, params.window);
     for (var j = start; j < len; j++) {
@@ -71,6 +85,17 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) loca
     let row = wg.x;
     let lid = local.x;
     let base = row * params.vocab;
+
+    if (params.penalty != 1.0) {
+        let len = min(history_len[row], params.history_cap);
+        for (var j = len - min(len, params.window) + lid; j < len; j += WG) {
+            let token = history[row * params.history_cap + j];
+            if (token < BITMAP_TOKENS) {
+                atomicOr(&history_bits[token >> 5u], 1u << (token & 31u));
+            }
+        }
+        // (The reduction below starts with a barrier: the bitmap is complete before it is read.)
+    }
 
     var local_max = -3.0e38;
     for (var t = lid; t < params.vocab; t += WG) {
@@ -114,31 +139,37 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) loca
     }
     workgroupBarrier();
 
-    if (lid == 0u) {
-        var final_score: array<f32, K_MAX>;
-        var final_id: array<u32, K_MAX>;
-        for (var i = 0u; i < K_MAX; i++) {
-            final_score[i] = -3.0e38;
-            final_id[i] = NONE;
-        }
-        for (var c = 0u; c < WG * K_MAX; c++) {
-            let s = cand_score[c];
-            let id = cand_id[c];
-            if (id == NONE || !before(s, id, final_score[k - 1u], final_id[k - 1u])) {
-                continue;
+    // Merge list lid + stride into list lid, halving the lists every round.
+    for (var stride = WG / 2u; stride > 0u; stride >>= 1u) {
+        if (lid < stride) {
+            var merged_score: array<f32, K_MAX>;
+            var merged_id: array<u32, K_MAX>;
+            let a = lid * K_MAX;
+            let b = (lid + stride) * K_MAX;
+            var i = 0u;
+            var j = 0u;
+            // i + j = out < k, so neither list is read past its k entries.
+            for (var out = 0u; out < k; out++) {
+                if (before(cand_score[a + i], cand_id[a + i], cand_score[b + j], cand_id[b + j])) {
+                    merged_score[out] = cand_score[a + i];
+                    merged_id[out] = cand_id[a + i];
+                    i++;
+                } else {
+                    merged_score[out] = cand_score[b + j];
+                    merged_id[out] = cand_id[b + j];
+                    j++;
+                }
             }
-            var i = k - 1u;
-            while (i > 0u && before(s, id, final_score[i - 1u], final_id[i - 1u])) {
-                final_score[i] = final_score[i - 1u];
-                final_id[i] = final_id[i - 1u];
-                i--;
+            for (var out = 0u; out < k; out++) {
+                cand_score[a + out] = merged_score[out];
+                cand_id[a + out] = merged_id[out];
             }
-            final_score[i] = s;
-            final_id[i] = id;
         }
-        for (var i = 0u; i < k; i++) {
-            top[(row * k + i) * 2u] = final_id[i];
-            top[(row * k + i) * 2u + 1u] = bitcast<u32>(final_score[i]);
-        }
+        workgroupBarrier();
+    }
+
+    if (lid < k) {
+        top[(row * k + lid) * 2u] = cand_id[lid];
+        top[(row * k + lid) * 2u + 1u] = bitcast<u32>(cand_score[lid]);
     }
 }

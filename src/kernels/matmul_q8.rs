@@ -1,9 +1,9 @@
 //! Driver for `matmul_q8.wgsl`: `Y = X · Wᵀ + b` with int8 weights (layout in [`crate::weights`]).
 //!
-//! Two shaders compute the same product: `matmul_q8.wgsl` (16 × 16 tiles in workgroup memory,
-//! for the encoder and teacher-forced passes) and `matmul_q8_rows.wgsl` (one invocation per
-//! output feature for all rows, no barriers: a decoder step's ≤ 8 beams). [`MatmulQ8::encode`]
-//! picks by `m` ([`Variant::for_rows`]).
+//! One shader serves every row count: an invocation computes four output features for a block
+//! of up to [`ROWS_MAX`] rows, with no workgroup memory and no barriers. There is one pipeline
+//! per block size (1..=[`ROWS_MAX`]), so a decoder step with `m ≤ 8` beams runs one block of
+//! exactly `m` rows and the encoder runs blocks of 8.
 //!
 //! `k` must be a multiple of 4 (the packed layout); other shapes are rejected with
 //! [`GpuError::Shape`] before anything is dispatched. Any `m ≥ 1` and `n ≥ 1` work.
@@ -16,35 +16,10 @@ use std::sync::Arc;
 pub const NAME: &str = "matmul_q8";
 /// The WGSL source.
 pub const SOURCE: &str = include_str!("matmul_q8.wgsl");
-/// The few-rows variant's name and source.
-pub const ROWS_NAME: &str = "matmul_q8_rows";
-pub const ROWS_SOURCE: &str = include_str!("matmul_q8_rows.wgsl");
-/// Output rows and columns covered by one workgroup (`TILE` in the shader).
-const TILE: u32 = 16;
-/// The most rows `matmul_q8_rows.wgsl` handles (`ROWS_MAX` in the shader).
+/// The most rows one invocation computes (`ROWS_MAX` in the shader).
 pub const ROWS_MAX: usize = 8;
-/// Invocations per workgroup of the rows variant.
-const ROWS_WORKGROUP: u32 = 64;
-
-/// Which shader computes a product.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Variant {
-    /// `matmul_q8.wgsl`: any `m`.
-    Tiled,
-    /// `matmul_q8_rows.wgsl`: `m ≤ ROWS_MAX`.
-    Rows,
-}
-
-impl Variant {
-    /// The faster variant for `m` rows.
-    pub fn for_rows(m: usize) -> Self {
-        if m <= ROWS_MAX {
-            Self::Rows
-        } else {
-            Self::Tiled
-        }
-    }
-}
+/// Invocations per workgroup (`@workgroup_size` in the shader).
+const WORKGROUP: u32 = 64;
 
 /// Mirrors `struct Params` in `matmul_q8.wgsl`.
 #[repr(C)]
@@ -53,18 +28,22 @@ struct Params {
     m: u32,
     n: u32,
     k: u32,
-    _pad: u32,
+    y_offset: u32,
 }
 const _: () = assert!(size_of::<Params>() == 16);
 
 /// An int8 weight matrix and its bias, resident on the GPU. The packed words are stored
-/// word-major, `[k/4, n]` (the transpose of [`QuantizedMatrix::packed`]'s `[n, k/4]`), so that
-/// the invocations of a workgroup, one per output feature, load consecutive words.
+/// word-major, `[k/4, stride]` (the transpose of [`QuantizedMatrix::packed`]'s `[n, k/4]`, with
+/// the features padded with zeros to `stride`, a multiple of 4), so that one `vec4<u32>` load
+/// brings the same word of four neighbouring features and neighbouring invocations load
+/// neighbouring vectors. Scale and bias are padded alike.
 pub struct GpuQ8Matrix {
     /// Output features.
     pub n: usize,
     /// Input features (a multiple of 4).
     pub k: usize,
+    /// `n` rounded up to a multiple of 4: the row length of the word-major layout.
+    pub stride: usize,
     pub(crate) packed: wgpu::Buffer,
     pub(crate) scale: wgpu::Buffer,
     bias: wgpu::Buffer,
@@ -98,18 +77,25 @@ impl GpuQ8Matrix {
         // Word-major on the GPU: word c of every row, then word c + 1, … so that neighbouring
         // invocations (neighbouring output features) read neighbouring words.
         let words = w.k / 4;
-        let mut word_major = vec![0u32; w.packed.len()];
+        let stride = w.n.next_multiple_of(4);
+        let mut word_major = vec![0u32; words * stride];
         for (row, chunk) in w.packed.chunks_exact(words).enumerate() {
             for (c, &word) in chunk.iter().enumerate() {
-                word_major[c * w.n + row] = word;
+                word_major[c * stride + row] = word;
             }
         }
+        let padded = |values: &[f32]| {
+            let mut v = values.to_vec();
+            v.resize(stride, 0.0);
+            v
+        };
         Ok(Self {
             n: w.n,
             k: w.k,
+            stride,
             packed: gpu.storage_from("matmul_q8 weight", &word_major),
-            scale: gpu.storage_from("matmul_q8 scale", &w.scale),
-            bias: gpu.storage_from("matmul_q8 bias", bias),
+            scale: gpu.storage_from("matmul_q8 scale", &padded(&w.scale)),
+            bias: gpu.storage_from("matmul_q8 bias", &padded(bias)),
         })
     }
 }
@@ -125,32 +111,25 @@ pub enum Activation {
 
 /// The compiled kernel.
 pub struct MatmulQ8 {
-    pipeline: Arc<wgpu::ComputePipeline>,
-    /// The rows variant for `m` = 1, 2, …, `ROWS_MAX`.
-    rows_pipelines: Vec<Arc<wgpu::ComputePipeline>>,
+    /// One pipeline per row-block size 1, 2, …, `ROWS_MAX`.
+    pipelines: Vec<Arc<wgpu::ComputePipeline>>,
 }
 
 impl MatmulQ8 {
     /// Compiles the kernel for `activation` (or takes it from the device's pipeline cache).
     pub async fn new(gpu: &Gpu, activation: Activation) -> Result<Self, GpuError> {
         let relu = f64::from(u8::from(activation == Activation::Relu));
-        let key = PipelineKey::new(NAME).with("relu", relu);
-        let pipeline = gpu.pipeline(&key, SOURCE).await?;
-        let mut rows_pipelines = Vec::with_capacity(ROWS_MAX);
+        let mut pipelines = Vec::with_capacity(ROWS_MAX);
         for rows in 1..=ROWS_MAX {
-            let key = PipelineKey::new(ROWS_NAME)
+            let key = PipelineKey::new(NAME)
                 .with("relu", relu)
                 .with("rows", rows as f64);
-            rows_pipelines.push(gpu.pipeline(&key, ROWS_SOURCE).await?);
+            pipelines.push(gpu.pipeline(&key, SOURCE).await?);
         }
-        Ok(Self {
-            pipeline,
-            rows_pipelines,
-        })
+        Ok(Self { pipelines })
     }
 
-    /// Records one dispatch computing `y[m, n] = x[m, k] · Wᵀ + b` into `encoder`, with the
-    /// variant that suits `m`.
+    /// Records one dispatch computing `y[m, n] = x[m, k] · Wᵀ + b` into `encoder`.
     ///
     /// # Shapes
     /// - `x`: at least `m · k` f32, `y`: at least `m · n` f32.
@@ -163,34 +142,29 @@ impl MatmulQ8 {
         y: &wgpu::Buffer,
         m: usize,
     ) -> Result<(), GpuError> {
-        self.encode_variant(gpu, encoder, x, w, y, m, Variant::for_rows(m))
+        self.encode_at(gpu, encoder, x, w, y, 0, m)
     }
 
-    /// [`MatmulQ8::encode`] with the shader chosen by the caller (tests run both).
+    /// [`MatmulQ8::encode`] with `Y` starting `y_offset` elements into `y`.
     #[allow(clippy::too_many_arguments)]
-    pub fn encode_variant(
+    pub fn encode_at(
         &self,
         gpu: &Gpu,
         encoder: &mut wgpu::CommandEncoder,
         x: &wgpu::Buffer,
         w: &GpuQ8Matrix,
         y: &wgpu::Buffer,
+        y_offset: usize,
         m: usize,
-        variant: Variant,
     ) -> Result<(), GpuError> {
         check_shape(m, w.n, w.k)?;
-        if variant == Variant::Rows && m > ROWS_MAX {
-            return Err(GpuError::shape(
-                ROWS_NAME,
-                format!("m = {m} rows; this variant handles at most {ROWS_MAX}"),
-            ));
-        }
         let need = |len: usize| (len * 4) as u64;
-        if x.size() < need(m * w.k) || y.size() < need(m * w.n) {
+        if x.size() < need(m * w.k) || y.size() < need(y_offset + m * w.n) {
             return Err(GpuError::shape(
                 NAME,
                 format!(
-                    "buffers too small for m={m}, n={}, k={}: x has {} bytes, y has {} bytes",
+                    "buffers too small for m={m}, n={}, k={} at offset {y_offset}: x has {} \
+                     bytes, y has {} bytes",
                     w.n,
                     w.k,
                     x.size(),
@@ -198,12 +172,13 @@ impl MatmulQ8 {
                 ),
             ));
         }
-        let groups = match variant {
-            Variant::Tiled => [(w.n as u32).div_ceil(TILE), (m as u32).div_ceil(TILE)],
-            Variant::Rows => [(w.n as u32).div_ceil(ROWS_WORKGROUP), 1],
-        };
+        let block = m.min(ROWS_MAX);
+        let groups = [
+            (w.stride as u32 / 4).div_ceil(WORKGROUP),
+            m.div_ceil(block) as u32,
+        ];
         let max = gpu.device.limits().max_compute_workgroups_per_dimension;
-        if groups.iter().any(|&g| g > max) {
+        if groups.iter().any(|&g| g > max) || y_offset > u32::MAX as usize {
             return Err(GpuError::shape(
                 NAME,
                 format!(
@@ -218,17 +193,13 @@ impl MatmulQ8 {
                 m: m as u32,
                 n: w.n as u32,
                 k: w.k as u32,
-                _pad: 0,
+                y_offset: y_offset as u32,
             },
         );
-        let (name, pipeline) = match variant {
-            Variant::Tiled => (NAME, &self.pipeline),
-            Variant::Rows => (ROWS_NAME, &self.rows_pipelines[m - 1]),
-        };
         gpu.dispatch(
             encoder,
-            name,
-            pipeline,
+            NAME,
+            &self.pipelines[block - 1],
             &[&params, x, &w.packed, &w.scale, &w.bias, y],
             [groups[0], groups[1], 1],
         );
@@ -237,7 +208,7 @@ impl MatmulQ8 {
 }
 
 /// Runs the kernel once on host data and reads the result back: `x[m, k] · Wᵀ + bias`, then
-/// `activation`, with `variant`'s shader.
+/// `activation`.
 pub async fn matmul_q8(
     gpu: &Gpu,
     x: &[f32],
@@ -245,7 +216,6 @@ pub async fn matmul_q8(
     w: &QuantizedMatrix,
     bias: &[f32],
     activation: Activation,
-    variant: Variant,
 ) -> Result<Vec<f32>, GpuError> {
     check_shape(m, w.n, w.k)?;
     if x.len() != m * w.k {
@@ -266,7 +236,7 @@ pub async fn matmul_q8(
             let x = gpu.storage_from("matmul_q8 x", x);
             let y = gpu.storage_zeroed("matmul_q8 y", m * w.n);
             let mut encoder = gpu.device.create_command_encoder(&Default::default());
-            kernel.encode_variant(gpu, &mut encoder, &x, &weights, &y, m, variant)?;
+            kernel.encode(gpu, &mut encoder, &x, &weights, &y, m)?;
             gpu.queue.submit([encoder.finish()]);
             Ok::<_, GpuError>(y)
         })
@@ -311,11 +281,7 @@ mod tests {
             return;
         };
         let checks = pollster::block_on(selfcheck::check_matmul_q8(&gpu, 7));
-        let rows_shapes = selfcheck::MATMUL_Q8_SHAPES
-            .iter()
-            .filter(|s| s.0 <= ROWS_MAX)
-            .count();
-        selfcheck::assert_all_match(checks, selfcheck::MATMUL_Q8_SHAPES.len() + rows_shapes);
+        selfcheck::assert_all_match(checks, selfcheck::MATMUL_Q8_SHAPES.len());
     }
 
     #[test]
@@ -337,7 +303,6 @@ mod tests {
             &w,
             &[0.0; 2],
             Activation::None,
-            Variant::Tiled,
         ))
         .expect_err("k = 6 must be rejected");
         assert!(err.to_string().contains("not a multiple of 4"), "{err}");
@@ -348,7 +313,6 @@ mod tests {
             &QuantizedMatrix::quantize(&[0.0; 8], 2, 4).expect("valid shape"),
             &[0.0; 2],
             Activation::None,
-            Variant::Rows,
         ))
         .expect_err("x of the wrong length must be rejected");
         assert!(err.to_string().contains("x has 3 values"), "{err}");
@@ -369,10 +333,10 @@ mod tests {
             let relu = MatmulQ8::new(&gpu, Activation::Relu)
                 .await
                 .expect("compiles");
-            assert!(Arc::ptr_eq(&a.pipeline, &b.pipeline));
-            assert!(!Arc::ptr_eq(&a.pipeline, &relu.pipeline));
+            assert!(Arc::ptr_eq(&a.pipelines[0], &b.pipelines[0]));
+            assert!(!Arc::ptr_eq(&a.pipelines[0], &relu.pipelines[0]));
         });
-        // The tiled variant and one rows variant per row count, each without and with ReLU.
-        assert_eq!(gpu.pipelines().len(), 2 * (1 + ROWS_MAX));
+        // One pipeline per row-block size, each without and with ReLU.
+        assert_eq!(gpu.pipelines().len(), 2 * ROWS_MAX);
     }
 }

@@ -4,35 +4,42 @@
 // Weight layout (see `weights::QuantizedMatrix`): W is [n, k] int8, four consecutive values of
 // a row packed little-endian into one u32 (byte j of word c in row r holds W[r, 4c + j] as two's
 // complement), with one f32 scale per output row: W[r, i] ≈ scale[r] · q[r, i]. On the GPU the
-// words are word-major: word c of row r is w[c · n + r] (`GpuQ8Matrix::upload` transposes).
-// k must be a multiple of 4; the Rust driver rejects other shapes before dispatch.
+// words are word-major and the features padded to `stride` = n rounded up to 4: word c of row r
+// is w[c · stride + r], padding words, scales and biases are zero (`GpuQ8Matrix::upload`). Read
+// as vec4<u32>, one load brings word c of four neighbouring features. k must be a multiple of 4;
+// the Rust driver rejects other shapes before dispatch.
 //
-// One workgroup computes a 16 × 16 tile of Y (16 rows of X by 16 output features); one
-// invocation computes one element. The k axis is walked in chunks of 16 packed words
-// (64 values); each chunk of X and W is staged in workgroup memory, zero-padded past the edges
-// so any m, n and k/4 work. The row scale is applied once, after the integer-weight dot product.
+// One invocation computes four neighbouring output features for a block of `rows` rows of X
+// (grid: x over the feature quads, y over the row blocks): it streams its four weight columns
+// once and keeps 4 × rows accumulators in registers. No workgroup memory and no barriers, and
+// each X value loaded is used four times: measured on lavapipe this is 2–3× faster than one
+// feature per invocation and 6–10× faster than a 16 × 16 shared-memory tile, for one row as
+// for 640. The sum runs over k in the same order for every row count, so a row's result does
+// not depend on the batch it is in. The row scale is applied once, after the integer dot product.
+//
+// Y may sit inside a larger buffer: row r starts at y_offset + r · n.
 
 struct Params {
-    m: u32, // rows of X and Y
-    n: u32, // output features: rows of W, columns of Y
-    k: u32, // input features, a multiple of 4
-    _pad: u32,
+    m: u32,        // rows of X and Y
+    n: u32,        // output features: rows of W, columns of Y
+    k: u32,        // input features, a multiple of 4
+    y_offset: u32, // where Y starts in `y`, in elements
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
-@group(0) @binding(1) var<storage, read> x: array<f32>;       // [m, k]
-@group(0) @binding(2) var<storage, read> w: array<u32>;       // [k/4, n] packed i8x4, word-major
-@group(0) @binding(3) var<storage, read> scale: array<f32>;   // [n]
-@group(0) @binding(4) var<storage, read> bias: array<f32>;    // [n]
-@group(0) @binding(5) var<storage, read_write> y: array<f32>; // [m, n]
+@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;  // [m, k/4]
+@group(0) @binding(2) var<storage, read> w: array<vec4<u32>>;  // [k/4, stride/4] packed i8x4
+@group(0) @binding(3) var<storage, read> scale: array<vec4<f32>>; // [stride/4]
+@group(0) @binding(4) var<storage, read> bias: array<vec4<f32>>;  // [stride/4]
+@group(0) @binding(5) var<storage, read_write> y: array<f32>;  // [y_offset + m · n]
 
-const TILE: u32 = 16u;
+const ROWS_MAX: u32 = 8u;
 
 // Apply max(0, y) to the output (set per pipeline by the Rust driver).
 override relu: bool = false;
-
-var<workgroup> x_tile: array<array<vec4<f32>, TILE>, TILE>; // [row in tile][word in chunk]
-var<workgroup> w_tile: array<array<u32, TILE>, TILE>;       // [feature in tile][word in chunk]
+// Rows per block, 1..=ROWS_MAX: one pipeline per count, so the row loops have constant bounds
+// and the accumulators stay in registers (a runtime bound makes CPU compilers spill them).
+override rows: u32 = 1u;
 
 // The four signed bytes of `word`, lowest byte first, as f32.
 fn unpack_i8x4(word: u32) -> vec4<f32> {
@@ -40,39 +47,45 @@ fn unpack_i8x4(word: u32) -> vec4<f32> {
     return vec4<f32>(bitcast<vec4<i32>>(shifted) >> vec4<u32>(24u));
 }
 
-@compute @workgroup_size(16, 16)
-fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
-    let row = wg.y * TILE + lid.y;
-    let col = wg.x * TILE + lid.x;
-    let k_words = params.k / 4u;
-    // The W word this invocation stages: word (chunk + lid.y) of feature col, so neighbouring
-    // invocations load neighbouring words of the word-major layout.
-
-    var acc = 0.0;
-    for (var chunk = 0u; chunk < k_words; chunk += TILE) {
-        let word = chunk + lid.x;
-        var xv = vec4<f32>(0.0);
-        if (row < params.m && word < k_words) {
-            let base = row * params.k + word * 4u;
-            xv = vec4<f32>(x[base], x[base + 1u], x[base + 2u], x[base + 3u]);
-        }
-        x_tile[lid.y][lid.x] = xv;
-        let w_word = chunk + lid.y;
-        var wv = 0u;
-        if (col < params.n && w_word < k_words) {
-            wv = w[w_word * params.n + col];
-        }
-        w_tile[lid.x][lid.y] = wv;
-        workgroupBarrier();
-
-        for (var j = 0u; j < TILE; j++) {
-            acc += dot(x_tile[lid.y][j], unpack_i8x4(w_tile[lid.x][j]));
-        }
-        workgroupBarrier();
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let quad = gid.x;
+    let quads = (params.n + 3u) / 4u;
+    if (quad >= quads) {
+        return;
     }
-
-    if (row < params.m && col < params.n) {
-        let value = acc * scale[col] + bias[col];
-        y[row * params.n + col] = select(value, max(value, 0.0), relu);
+    let k_words = params.k / 4u;
+    let block = min(rows, ROWS_MAX);
+    let row0 = gid.y * block;
+    var acc: array<vec4<f32>, ROWS_MAX>;
+    for (var word = 0u; word < k_words; word++) {
+        let packed = w[word * quads + quad];
+        let w0 = unpack_i8x4(packed.x);
+        let w1 = unpack_i8x4(packed.y);
+        let w2 = unpack_i8x4(packed.z);
+        let w3 = unpack_i8x4(packed.w);
+        for (var r = 0u; r < block; r++) {
+            // Rows past m (the last block) recompute row m − 1 and are not stored.
+            let xv = x[min(row0 + r, params.m - 1u) * k_words + word];
+            acc[r] += vec4<f32>(dot(xv, w0), dot(xv, w1), dot(xv, w2), dot(xv, w3));
+        }
+    }
+    let s = scale[quad];
+    let b = bias[quad];
+    for (var r = 0u; r < block; r++) {
+        let row = row0 + r;
+        if (row >= params.m) {
+            break;
+        }
+        var value = acc[r] * s + b;
+        if (relu) {
+            value = max(value, vec4<f32>(0.0));
+        }
+        let base = params.y_offset + row * params.n + 4u * quad;
+        for (var j = 0u; j < 4u; j++) {
+            if (4u * quad + j < params.n) {
+                y[base + j] = value[j];
+            }
+        }
     }
 }

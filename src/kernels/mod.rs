@@ -17,7 +17,6 @@ pub const ALL: &[(&str, &str)] = &[
     (kv_cache::NAME, kv_cache::SOURCE),
     (logits_topk::NAME, logits_topk::SOURCE),
     (matmul_q8::NAME, matmul_q8::SOURCE),
-    (matmul_q8::ROWS_NAME, matmul_q8::ROWS_SOURCE),
 ];
 
 #[cfg(test)]
