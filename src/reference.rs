@@ -2,6 +2,7 @@
 //!
 //! These favour clarity over speed. Each function mirrors one file in `kernels/` by name.
 
+use crate::kernels::attention::{AttentionLayout, AttentionShape};
 use crate::weights::QuantizedMatrix;
 use serde::Serialize;
 
@@ -107,31 +108,36 @@ pub fn penalized_logprobs(
         .collect()
 }
 
-/// Scaled dot-product attention over interleaved heads, as `attention.wgsl`: masked keys
-/// (at or past `key_len[b]`, or after the query's position when causal) score −1e9, as in the
-/// burn model. Returns the context `[batch, n_queries, d_model]` and the weights
-/// `[batch, n_heads, n_queries, n_keys]`.
+/// Scaled dot-product attention over interleaved heads, as `attention.wgsl`, with the same
+/// [`AttentionLayout`]: masked keys (at or past `key_len[b]`, or after the query's position when
+/// causal) score −1e9, as in the burn model (`ancestors`: `[batch, stride]` beam history, as `(data, stride)`). Returns the context
+/// `[batch, n_queries, d_model]` and the weights `[batch, n_heads, n_queries, n_keys]`.
 pub fn attention(
-    s: &crate::kernels::attention::AttentionShape,
+    s: &AttentionShape,
+    l: &AttentionLayout,
     q: &[f32],
-    k: &[f32],
-    v: &[f32],
+    kv: &[f32],
     key_len: &[u32],
+    ancestors: Option<(&[u32], usize)>,
 ) -> (Vec<f32>, Vec<f32>) {
-    let (d, dh) = (s.d_model, s.d_model / s.n_heads);
+    let (d, dh) = (s.d_model, s.d_head());
     let mut context = vec![0.0; s.batch * s.n_queries * d];
     let mut weights = vec![0.0; s.batch * s.n_heads * s.n_queries * s.n_keys];
     for b in 0..s.batch {
+        let row = |j: usize| {
+            let owner = ancestors.map_or(b, |(a, stride)| a[b * stride + j] as usize);
+            l.kv_start + (j * l.pos_rows + owner * l.batch_rows) * l.kv_stride
+        };
         for h in 0..s.n_heads {
             for i in 0..s.n_queries {
-                let qi = &q[(b * s.n_queries + i) * d + h * dh..][..dh];
+                let qi = &q[l.q_start + (b * s.n_queries + i) * l.q_stride + h * dh..][..dh];
                 let scores: Vec<f32> = (0..s.n_keys)
                     .map(|j| {
                         let hidden = j >= key_len[b] as usize || (s.causal && j > s.q_offset + i);
                         if hidden {
                             return -1e9;
                         }
-                        let kj = &k[(b * s.kv_stride + j) * d + h * dh..][..dh];
+                        let kj = &kv[row(j) + l.k_col + h * dh..][..dh];
                         qi.iter().zip(kj).map(|(a, c)| a * c).sum::<f32>() / (dh as f32).sqrt()
                     })
                     .collect();
@@ -142,7 +148,7 @@ pub fn attention(
                 for (j, e) in exps.iter().enumerate() {
                     let w = e / sum;
                     weights[w_base + j] = w;
-                    let vj = &v[(b * s.kv_stride + j) * d + h * dh..][..dh];
+                    let vj = &kv[row(j) + l.v_col + h * dh..][..dh];
                     for (c, x) in vj.iter().enumerate() {
                         context[(b * s.n_queries + i) * d + h * dh + c] += w * x;
                     }
@@ -151,27 +157,6 @@ pub fn attention(
         }
     }
     (context, weights)
-}
-
-/// Beam reordering plus append of one KV cache, as `kv_cache.wgsl`: row `r` of the result holds
-/// positions `< t` of row `parent[r]` of `src` and `new[r]` at position `t`; later positions
-/// are zero. Caches are `[rows, capacity, d_model]`.
-pub fn kv_cache(
-    parent: &[u32],
-    new: &[f32],
-    src: &[f32],
-    d_model: usize,
-    capacity: usize,
-    t: usize,
-) -> Vec<f32> {
-    let mut dst = vec![0.0; parent.len() * capacity * d_model];
-    for (r, &p) in parent.iter().enumerate() {
-        let from = p as usize * capacity * d_model;
-        let to = r * capacity * d_model;
-        dst[to..][..t * d_model].copy_from_slice(&src[from..][..t * d_model]);
-        dst[to + t * d_model..][..d_model].copy_from_slice(&new[r * d_model..][..d_model]);
-    }
-    dst
 }
 
 /// The paper's sinusoidal positional encoding, row-major `[seq_len, d_model]`:

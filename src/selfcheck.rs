@@ -4,9 +4,9 @@
 //! test) can see that the kernels compute the right thing on their own adapter.
 
 use crate::gpu::{AdapterSummary, Gpu, GpuError};
-use crate::kernels::attention::AttentionShape;
+use crate::kernels::attention::{AttentionLayout, AttentionShape};
 use crate::kernels::matmul_q8::{self, Activation};
-use crate::kernels::{add_layernorm, attention, embed, kv_cache, logits_topk};
+use crate::kernels::{add_layernorm, attention, embed, logits_topk};
 use crate::reference::{self, Comparison};
 use crate::weights::QuantizedMatrix;
 use rand::rngs::SmallRng;
@@ -66,70 +66,63 @@ pub const LOGITS_TOPK_SHAPES: &[(usize, usize, usize, usize, f32, bool)] = &[
     (4, 300, 8, 0, 1.0, true),
 ];
 
-/// Shapes for `attention`: encoder self-attention with padding, cross-attention of one decoder
-/// step for eight beams, decoder self-attention over a partly filled KV cache, a causal full
-/// decoder pass, and a long source with eight heads.
-pub const ATTENTION_SHAPES: &[AttentionShape] = &[
-    AttentionShape {
-        batch: 2,
-        n_queries: 7,
-        n_keys: 7,
-        kv_stride: 7,
-        d_model: 32,
-        n_heads: 2,
-        q_offset: 0,
-        causal: false,
-    },
-    AttentionShape {
-        batch: 8,
-        n_queries: 1,
-        n_keys: 33,
-        kv_stride: 33,
-        d_model: 64,
-        n_heads: 4,
-        q_offset: 0,
-        causal: false,
-    },
-    AttentionShape {
-        batch: 4,
-        n_queries: 1,
-        n_keys: 5,
-        kv_stride: 20,
-        d_model: 32,
-        n_heads: 2,
-        q_offset: 4,
-        causal: true,
-    },
-    AttentionShape {
-        batch: 1,
-        n_queries: 33,
-        n_keys: 33,
-        kv_stride: 33,
-        d_model: 256,
-        n_heads: 4,
-        q_offset: 0,
-        causal: true,
-    },
-    AttentionShape {
-        batch: 1,
-        n_queries: 3,
-        n_keys: 149,
-        kv_stride: 150,
-        d_model: 512,
-        n_heads: 8,
-        q_offset: 0,
-        causal: false,
-    },
+/// Cases for `attention` (shape, layout, beam history): encoder self-attention with padding on
+/// a fused QKV projection, cross-attention of one decoder step for eight beams reading the
+/// third sentence of a batch's fused key/value projection, decoder self-attention over a
+/// position-major KV cache through a beam history, a causal full decoder pass, and a long source
+/// with eight heads of 64 and two heads of 128 features.
+pub const ATTENTION_CASES: &[(AttentionShape, AttentionLayout, bool)] = &[
+    (
+        shape(2, 7, 7, 32, 2, 0, false),
+        AttentionLayout::fused_qkv(32, 7),
+        false,
+    ),
+    (
+        shape(1, 8, 33, 64, 4, 0, false),
+        AttentionLayout::cross(64, 2 * 40),
+        false,
+    ),
+    (
+        shape(4, 1, 5, 32, 2, 4, false),
+        AttentionLayout::kv_cache(32, 4, 4),
+        true,
+    ),
+    (
+        shape(1, 33, 33, 256, 4, 0, true),
+        AttentionLayout::fused_qkv(256, 33),
+        false,
+    ),
+    (
+        shape(1, 3, 149, 512, 8, 0, false),
+        AttentionLayout::cross(512, 0),
+        false,
+    ),
+    (
+        shape(2, 3, 20, 256, 2, 0, false),
+        AttentionLayout::cross(256, 0),
+        false,
+    ),
 ];
 
-/// Shapes for `kv_cache`: (parents, d_model, capacity, t) — the first step (t = 0), a beam of
-/// four reordered with repeats, a shrinking beam, and a long cache of the base model's width.
-pub const KV_CACHE_SHAPES: &[(&[u32], usize, usize, usize)] = &[
-    (&[0, 0, 0], 32, 8, 0),
-    (&[2, 0, 0, 3], 64, 10, 5),
-    (&[1, 3], 96, 6, 5),
-    (&[0, 1], 512, 150, 149),
-];
+const fn shape(
+    batch: usize,
+    n_queries: usize,
+    n_keys: usize,
+    d_model: usize,
+    n_heads: usize,
+    q_offset: usize,
+    causal: bool,
+) -> AttentionShape {
+    AttentionShape {
+        batch,
+        n_queries,
+        n_keys,
+        d_model,
+        n_heads,
+        q_offset,
+        causal,
+    }
+}
 
 /// One kernel run on one shape.
 #[derive(Clone, Debug, Serialize)]
@@ -154,7 +147,6 @@ pub async fn run(gpu: &Gpu, seed: u64) -> Result<SelfCheckReport, GpuError> {
     checks.extend(check_embed(gpu, seed).await?);
     checks.extend(check_logits_topk(gpu, seed).await?);
     checks.extend(check_attention(gpu, seed).await?);
-    checks.extend(check_kv_cache(gpu, seed).await?);
     Ok(SelfCheckReport {
         adapter: gpu.adapter().clone(),
         passed: checks.iter().all(|c| c.comparison.passed()),
@@ -313,13 +305,27 @@ pub async fn check_logits_topk(gpu: &Gpu, seed: u64) -> Result<Vec<KernelCheck>,
 pub async fn check_attention(gpu: &Gpu, seed: u64) -> Result<Vec<KernelCheck>, GpuError> {
     let mut rng = SmallRng::seed_from_u64(seed ^ 0x4154);
     let mut checks = Vec::new();
-    for s in ATTENTION_SHAPES {
-        let q = uniform(&mut rng, s.batch * s.n_queries * s.d_model);
-        let k: Vec<f32> = uniform(&mut rng, s.batch * s.kv_stride * s.d_model)
-            .iter()
-            .map(|x| 3.0 * x)
-            .collect();
-        let v = uniform(&mut rng, s.batch * s.kv_stride * s.d_model);
+    for (s, l, with_history) in ATTENTION_CASES {
+        // A beam history over `batch` slots, each beam its own slot at the last position.
+        let stride = s.n_keys + 2;
+        let history: Option<Vec<u32>> = with_history.then(|| {
+            (0..s.batch * stride)
+                .map(|x| {
+                    let (b, j) = (x / stride, x % stride);
+                    if j + 1 == s.n_keys {
+                        b as u32
+                    } else {
+                        rng.random_range(0..s.batch as u32)
+                    }
+                })
+                .collect()
+        });
+        let slots = s.batch;
+        let q_len = l.q_start + s.batch * s.n_queries * l.q_stride.max(s.d_model);
+        let kv_rows = (s.n_keys - 1) * l.pos_rows + (slots - 1) * l.batch_rows + 1;
+        let kv_len = l.kv_start + kv_rows * l.kv_stride;
+        let q = uniform(&mut rng, q_len);
+        let kv: Vec<f32> = uniform(&mut rng, kv_len).iter().map(|x| 3.0 * x).collect();
         // Padding in every batch row but the first (the causal shapes keep all keys).
         let key_len: Vec<u32> = (0..s.batch)
             .map(|b| {
@@ -330,16 +336,28 @@ pub async fn check_attention(gpu: &Gpu, seed: u64) -> Result<Vec<KernelCheck>, G
                 }
             })
             .collect();
-        let (context, weights) = attention::attention(gpu, s, &q, &k, &v, &key_len).await?;
-        let (want_context, want_weights) = reference::attention(s, &q, &k, &v, &key_len);
+        let history = history.as_deref();
+        let (context, weights) = attention::attention(
+            gpu,
+            s,
+            l,
+            &q,
+            &kv,
+            &key_len,
+            history.map(|h| (h, stride, slots)),
+        )
+        .await?;
+        let (want_context, want_weights) =
+            reference::attention(s, l, &q, &kv, &key_len, history.map(|h| (h, stride)));
         let name = format!(
-            "batch={} queries={} keys={} d_model={} heads={}{}",
+            "batch={} queries={} keys={} d_model={} heads={}{}{}",
             s.batch,
             s.n_queries,
             s.n_keys,
             s.d_model,
             s.n_heads,
-            if s.causal { " causal" } else { "" }
+            if s.causal { " causal" } else { "" },
+            if *with_history { " beam history" } else { "" }
         );
         checks.push(KernelCheck {
             kernel: attention::NAME,
@@ -372,31 +390,4 @@ pub(crate) fn assert_all_match(checks: Result<Vec<KernelCheck>, GpuError>, expec
 
 fn uniform(rng: &mut SmallRng, len: usize) -> Vec<f32> {
     (0..len).map(|_| rng.random_range(-1.0..1.0)).collect()
-}
-
-/// Runs `kv_cache` on every shape of [`KV_CACHE_SHAPES`]; keys and values are checked apart.
-pub async fn check_kv_cache(gpu: &Gpu, seed: u64) -> Result<Vec<KernelCheck>, GpuError> {
-    let mut rng = SmallRng::seed_from_u64(seed ^ 0x4b56);
-    let mut checks = Vec::new();
-    for &(parent, d, capacity, t) in KV_CACHE_SHAPES {
-        let src_rows = parent.iter().max().map_or(1, |&p| p as usize + 1);
-        let src = uniform(&mut rng, src_rows * capacity * d);
-        let new = uniform(&mut rng, parent.len() * d);
-        let (k, v) = kv_cache::kv_cache(gpu, parent, &new, &src, d, capacity, t).await?;
-        let want_k = reference::kv_cache(parent, &new, &src, d, capacity, t);
-        let shift = |x: &[f32]| x.iter().map(|v| v + 1000.0).collect::<Vec<_>>();
-        let want_v = reference::kv_cache(parent, &shift(&new), &shift(&src), d, capacity, t);
-        let name = format!(
-            "rows={} d_model={d} capacity={capacity} t={t}",
-            parent.len()
-        );
-        for (what, got, want) in [("keys", &k, &want_k), ("values", &v, &want_v)] {
-            checks.push(KernelCheck {
-                kernel: kv_cache::NAME,
-                shape: format!("{name} {what}"),
-                comparison: reference::compare(got, want, ATOL, RTOL),
-            });
-        }
-    }
-    Ok(checks)
 }

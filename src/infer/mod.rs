@@ -6,8 +6,10 @@
 //!   submit projects every decoder layer's cross-attention keys and values (once per sentence).
 //! - A decoder step ([`session::Session`], the [`crate::search::StepModel`] of the GPU) records
 //!   embedding, every layer and the logits top-k into one command encoder and submits it once;
-//!   the only readback is `rows × k` (token, log-prob) pairs. KV caches are reordered by parent
-//!   index on the GPU (`kv_cache.wgsl`). Step buffers are allocated once per sentence.
+//!   the only readback is `rows × k` (token, log-prob) pairs. Each step's fused QKV projection is
+//!   written straight into a position-major KV cache and never moved: self-attention follows
+//!   each beam's history of cache slots (uploaded with the step's tokens), so beam reordering
+//!   costs no copies. Step buffers are allocated once per sentence.
 //! - [`Engine::teacher_forced`] runs the decoder over a whole target at once (causal mask): the
 //!   cross-attention heatmap of the best hypothesis, and the logits the tests compare with burn.
 
@@ -21,9 +23,10 @@ pub use weights::UploadError;
 use crate::config::{BOS_ID, EOS_ID, ModelConfig, PAD_ID};
 use crate::gpu::{Gpu, GpuCounts, GpuError};
 use crate::kernels::add_layernorm::{AddLayerNorm, AddLayerNormArgs};
-use crate::kernels::attention::{Attention, AttentionArgs, AttentionShape};
+use crate::kernels::attention::{
+    Ancestors, Attention, AttentionArgs, AttentionLayout, AttentionShape,
+};
 use crate::kernels::embed::{Embed, EmbedArgs};
-use crate::kernels::kv_cache::{KvCache, KvCacheArgs};
 use crate::kernels::logits_topk::{self, LogitsTopK};
 use crate::kernels::matmul_q8::{Activation, GpuQ8Matrix, MatmulQ8};
 use crate::search::{self, Hypothesis, SearchError, SearchOptions};
@@ -97,7 +100,6 @@ pub(crate) struct Kernels {
     add_layernorm: AddLayerNorm,
     embed: Embed,
     attention: Attention,
-    kv_cache: KvCache,
     logits_topk: LogitsTopK,
 }
 
@@ -106,9 +108,11 @@ pub(crate) struct Scratch {
     rows: usize,
     tokens: wgpu::Buffer,
     x: wgpu::Buffer,
+    /// The fused self-attention projection, `[rows, 3 · d_model]` (unused by decoder steps,
+    /// which project into their KV cache).
+    qkv: wgpu::Buffer,
+    /// Cross-attention queries.
     q: wgpu::Buffer,
-    k: wgpu::Buffer,
-    v: wgpu::Buffer,
     ctx: wgpu::Buffer,
     o: wgpu::Buffer,
     x1: wgpu::Buffer,
@@ -118,16 +122,15 @@ pub(crate) struct Scratch {
 }
 
 impl Scratch {
-    fn new(gpu: &Gpu, rows: usize, config: &ModelConfig) -> Self {
+    fn new(gpu: &Gpu, rows: usize, config: &ModelConfig, with_qkv: bool) -> Self {
         let (d, d_ff) = (config.d_model, config.d_ff);
         let buf = |label: &str, len: usize| gpu.storage_zeroed(label, rows.max(1) * len);
         Self {
             rows,
             tokens: buf("tokens", 1),
             x: buf("x", d),
+            qkv: buf("qkv", if with_qkv { 3 * d } else { 1 }),
             q: buf("q", d),
-            k: buf("k", d),
-            v: buf("v", d),
             ctx: buf("ctx", d),
             o: buf("o", d),
             x1: buf("x1", d),
@@ -140,61 +143,29 @@ impl Scratch {
 
 /// Where a decoder layer's self-attention keys and values come from.
 enum SelfKv<'a> {
-    /// A whole target at once: this pass's own projections (teacher forcing).
-    Full,
-    /// One step: append to the KV cache, reordered by parent, from `src` into `dst`.
+    /// A whole target at once (teacher forcing): this pass's own fused projection, causal.
+    Full { key_len: &'a wgpu::Buffer },
+    /// One step: the fused projection goes into the layer's KV cache at position `t`;
+    /// attention follows each row's history of cache slots.
     Cache {
-        parent: &'a wgpu::Buffer,
-        src: (&'a wgpu::Buffer, &'a wgpu::Buffer),
-        dst: (&'a wgpu::Buffer, &'a wgpu::Buffer),
-        capacity: usize,
+        cache: &'a wgpu::Buffer,
+        ancestors: Ancestors<'a>,
+        key_len: &'a wgpu::Buffer,
+        /// Rows reserved per position in the cache.
+        beams: usize,
         t: usize,
     },
 }
 
 /// The cross-attention inputs of one decoder layer.
 struct Cross<'a> {
-    k: &'a wgpu::Buffer,
-    v: &'a wgpu::Buffer,
+    /// The fused key/value projection of the encoder output.
+    kv: &'a wgpu::Buffer,
     key_len: &'a wgpu::Buffer,
     shape: AttentionShape,
+    layout: AttentionLayout,
     /// Where to store the attention weights (the heatmap), if wanted.
     weights: Option<&'a wgpu::Buffer>,
-}
-
-/// One layer's cross-attention keys and values: in the batch, and the sentence's own copy.
-struct CopyPair {
-    batch: (wgpu::Buffer, wgpu::Buffer),
-    own: (wgpu::Buffer, wgpu::Buffer),
-}
-
-/// A sentence's cross-attention keys and values for every decoder layer.
-pub(crate) struct CrossCopy {
-    copies: Vec<CopyPair>,
-    offset: u64,
-    bytes: u64,
-}
-
-impl CrossCopy {
-    /// Records the copies out of the batch.
-    fn record(&self, e: &mut wgpu::CommandEncoder) {
-        for c in &self.copies {
-            e.copy_buffer_to_buffer(&c.batch.0, self.offset, &c.own.0, 0, self.bytes);
-            e.copy_buffer_to_buffer(&c.batch.1, self.offset, &c.own.1, 0, self.bytes);
-        }
-    }
-
-    /// Per layer, the sentence's keys and values.
-    fn layers(&self) -> impl Iterator<Item = (&wgpu::Buffer, &wgpu::Buffer)> {
-        self.copies.iter().map(|c| (&c.own.0, &c.own.1))
-    }
-}
-
-/// The self-attention inputs of one decoder layer.
-struct SelfAttn<'a> {
-    shape: AttentionShape,
-    key_len: &'a wgpu::Buffer,
-    kv: SelfKv<'a>,
 }
 
 /// The encoder's output for a batch of sentences.
@@ -205,8 +176,8 @@ pub struct Encoded {
     pub seq: usize,
     /// Source tokens per sentence.
     pub lengths: Vec<usize>,
-    /// Per decoder layer: cross-attention keys and values `[batch, seq, d_model]`.
-    cross: Vec<(wgpu::Buffer, wgpu::Buffer)>,
+    /// Per decoder layer: the fused cross-attention keys and values `[batch, seq, 2 · d_model]`.
+    cross: Vec<wgpu::Buffer>,
 }
 
 /// The loaded model: tokenizers, weights on the GPU and compiled kernels.
@@ -225,13 +196,13 @@ impl Engine {
     /// Uploads `bundle` to `gpu` and compiles every kernel.
     pub async fn new(gpu: Gpu, bundle: Bundle) -> Result<Self, EngineError> {
         let start = now_ms();
+        let config = bundle.config().clone();
         let kernels = Kernels {
             matmul: MatmulQ8::new(&gpu, Activation::None).await?,
             matmul_relu: MatmulQ8::new(&gpu, Activation::Relu).await?,
             add_layernorm: AddLayerNorm::new(&gpu).await?,
             embed: Embed::new(&gpu).await?,
-            attention: Attention::new(&gpu).await?,
-            kv_cache: KvCache::new(&gpu).await?,
+            attention: Attention::new(&gpu, config.d_model / config.n_heads).await?,
             logits_topk: LogitsTopK::new(&gpu).await?,
         };
         let weights = gpu
@@ -239,7 +210,6 @@ impl Engine {
                 GpuWeights::upload(&gpu, &bundle)
             })
             .await??;
-        let config = bundle.config().clone();
         Ok(Self {
             gpu,
             config,
@@ -325,7 +295,6 @@ impl Engine {
             batch,
             n_queries,
             n_keys,
-            kv_stride: n_keys,
             d_model: self.config.d_model,
             n_heads: self.config.n_heads,
             q_offset: 0,
@@ -359,15 +328,10 @@ impl Engine {
         // Allocation errors (a batch beyond the adapter's limits) become errors, not panics.
         let (s, key_len, cross) = gpu
             .checked("allocating the encoder's buffers", async {
-                let s = Scratch::new(gpu, rows, c);
+                let s = Scratch::new(gpu, rows, c, true);
                 let key_len = gpu.storage_from("source lengths", &lengths);
-                let cross: Vec<(wgpu::Buffer, wgpu::Buffer)> = (0..c.n_dec_layers)
-                    .map(|_| {
-                        (
-                            gpu.storage_zeroed("cross k", rows * c.d_model),
-                            gpu.storage_zeroed("cross v", rows * c.d_model),
-                        )
-                    })
+                let cross: Vec<wgpu::Buffer> = (0..c.n_dec_layers)
+                    .map(|_| gpu.storage_zeroed("cross kv", rows * 2 * c.d_model))
                     .collect();
                 (s, key_len, cross)
             })
@@ -395,7 +359,7 @@ impl Engine {
         batch: usize,
         seq: usize,
         key_len: &wgpu::Buffer,
-        cross: &[(wgpu::Buffer, wgpu::Buffer)],
+        cross: &[wgpu::Buffer],
     ) -> Result<(), GpuError> {
         let (gpu, w, k) = (&self.gpu, &self.weights, &self.kernels);
         let rows = batch * seq;
@@ -413,20 +377,20 @@ impl Engine {
             },
         )?;
         let shape = self.attention_shape(batch, seq, seq);
+        let layout = AttentionLayout::fused_qkv(self.config.d_model, seq);
         for layer in &w.encoder {
             let a = &layer.self_attn;
-            self.matmul(e, &s.x, &a.query, &s.q, rows)?;
-            self.matmul(e, &s.x, &a.key, &s.k, rows)?;
-            self.matmul(e, &s.x, &a.value, &s.v, rows)?;
+            self.matmul(e, &s.x, &a.qkv, &s.qkv, rows)?;
             k.attention.encode(
                 gpu,
                 e,
                 &shape,
+                &layout,
                 &AttentionArgs {
-                    q: &s.q,
-                    k: &s.k,
-                    v: &s.v,
+                    q: &s.qkv,
+                    kv: &s.qkv,
                     key_len,
+                    ancestors: None,
                     weights: None,
                     context: &s.ctx,
                 },
@@ -438,9 +402,8 @@ impl Engine {
             self.matmul(e, &s.h, &layer.ffn.linear2, &s.f, rows)?;
             self.add_norm(e, &s.f, &s.x1, &layer.norm2, &s.x, rows)?;
         }
-        for (layer, (ck, cv)) in w.decoder.iter().zip(cross) {
-            self.matmul(e, &s.x, &layer.cross_attn.key, ck, rows)?;
-            self.matmul(e, &s.x, &layer.cross_attn.value, cv, rows)?;
+        for (layer, kv) in w.decoder.iter().zip(cross) {
+            self.matmul(e, &s.x, &layer.cross_attn.kv, kv, rows)?;
         }
         Ok(())
     }
@@ -452,56 +415,63 @@ impl Engine {
         layer: &DecoderLayer,
         s: &Scratch,
         rows: usize,
-        self_attn: SelfAttn<'_>,
+        self_attn: SelfKv<'_>,
         cross: &Cross<'_>,
     ) -> Result<(), GpuError> {
-        let (gpu, k) = (&self.gpu, &self.kernels);
+        let (gpu, k, d) = (&self.gpu, &self.kernels, self.config.d_model);
         let a = &layer.self_attn;
-        self.matmul(e, &s.x, &a.query, &s.q, rows)?;
-        self.matmul(e, &s.x, &a.key, &s.k, rows)?;
-        self.matmul(e, &s.x, &a.value, &s.v, rows)?;
-        let (keys, values) = match self_attn.kv {
-            SelfKv::Full => (&s.k, &s.v),
-            SelfKv::Cache {
-                parent,
-                src,
-                dst,
-                capacity,
-                t,
-            } => {
-                k.kv_cache.encode(
+        match self_attn {
+            SelfKv::Full { key_len } => {
+                self.matmul(e, &s.x, &a.qkv, &s.qkv, rows)?;
+                let shape = AttentionShape {
+                    causal: true,
+                    ..self.attention_shape(1, rows, rows)
+                };
+                k.attention.encode(
                     gpu,
                     e,
-                    &KvCacheArgs {
-                        parent,
-                        k_new: &s.k,
-                        v_new: &s.v,
-                        k_src: src.0,
-                        v_src: src.1,
-                        k_dst: dst.0,
-                        v_dst: dst.1,
-                        rows,
-                        d_model: self.config.d_model,
-                        capacity,
-                        t,
+                    &shape,
+                    &AttentionLayout::fused_qkv(d, rows),
+                    &AttentionArgs {
+                        q: &s.qkv,
+                        kv: &s.qkv,
+                        key_len,
+                        ancestors: None,
+                        weights: None,
+                        context: &s.ctx,
                     },
                 )?;
-                dst
             }
-        };
-        k.attention.encode(
-            gpu,
-            e,
-            &self_attn.shape,
-            &AttentionArgs {
-                q: &s.q,
-                k: keys,
-                v: values,
-                key_len: self_attn.key_len,
-                weights: None,
-                context: &s.ctx,
-            },
-        )?;
+            SelfKv::Cache {
+                cache,
+                ancestors,
+                key_len,
+                beams,
+                t,
+            } => {
+                let layout = AttentionLayout::kv_cache(d, beams, t);
+                k.matmul
+                    .encode_at(gpu, e, &s.x, &a.qkv, cache, layout.q_start, rows)?;
+                let shape = AttentionShape {
+                    q_offset: t,
+                    ..self.attention_shape(rows, 1, t + 1)
+                };
+                k.attention.encode(
+                    gpu,
+                    e,
+                    &shape,
+                    &layout,
+                    &AttentionArgs {
+                        q: cache,
+                        kv: cache,
+                        key_len,
+                        ancestors: Some(ancestors),
+                        weights: None,
+                        context: &s.ctx,
+                    },
+                )?;
+            }
+        }
         self.matmul(e, &s.ctx, &a.output, &s.o, rows)?;
         self.add_norm(e, &s.o, &s.x, &layer.norm1, &s.x1, rows)?;
         let c = &layer.cross_attn;
@@ -510,11 +480,12 @@ impl Engine {
             gpu,
             e,
             &cross.shape,
+            &cross.layout,
             &AttentionArgs {
                 q: &s.q,
-                k: cross.k,
-                v: cross.v,
+                kv: cross.kv,
                 key_len: cross.key_len,
+                ancestors: None,
                 weights: cross.weights,
                 context: &s.ctx,
             },
@@ -525,29 +496,6 @@ impl Engine {
             .encode(gpu, e, &s.x2, &layer.ffn.linear1, &s.h, rows)?;
         self.matmul(e, &s.h, &layer.ffn.linear2, &s.f, rows)?;
         self.add_norm(e, &s.f, &s.x2, &layer.norm3, &s.x, rows)
-    }
-
-    /// Buffers for sentence `i`'s cross-attention keys and values, and the copies that fill
-    /// them from the batch (for a decoder that attends with `batch = 1`).
-    fn sentence_cross(&self, encoded: &Encoded, i: usize) -> CrossCopy {
-        let d = self.config.d_model;
-        let len = encoded.lengths[i];
-        let copies = encoded
-            .cross
-            .iter()
-            .map(|(bk, bv)| CopyPair {
-                batch: (bk.clone(), bv.clone()),
-                own: (
-                    self.gpu.storage_zeroed("sentence cross k", len * d),
-                    self.gpu.storage_zeroed("sentence cross v", len * d),
-                ),
-            })
-            .collect();
-        CrossCopy {
-            copies,
-            offset: (i * encoded.seq * d * 4) as u64,
-            bytes: (len * d * 4) as u64,
-        }
     }
 
     /// The decoder over a whole target prefix at once for sentence `i` of `encoded`:
@@ -572,11 +520,10 @@ impl Engine {
             .into());
         }
         let src_len = encoded.lengths[i];
-        let (s, cross, self_len, cross_len, logits, weights) = gpu
+        let (s, self_len, cross_len, logits, weights) = gpu
             .checked("allocating the decoder's buffers", async {
                 (
-                    Scratch::new(gpu, t, c),
-                    self.sentence_cross(encoded, i),
+                    Scratch::new(gpu, t, c, true),
                     gpu.storage_from("target length", &[t as u32]),
                     gpu.storage_from("source length", &[src_len as u32]),
                     gpu.storage_zeroed("logits", t * c.tgt_vocab_size),
@@ -586,13 +533,8 @@ impl Engine {
             .await?;
         gpu.queue
             .write_buffer(&s.tokens, 0, bytemuck::cast_slice(tgt_in));
-        let self_shape = AttentionShape {
-            causal: true,
-            ..self.attention_shape(1, t, t)
-        };
         let mut result = Ok(());
         gpu.submit("teacher-forced decoder", |e| {
-            cross.record(e);
             result = (|| {
                 self.kernels.embed.encode(
                     gpu,
@@ -608,21 +550,16 @@ impl Engine {
                     },
                 )?;
                 let n = self.weights.decoder.len();
-                for (l, (layer, (ck, cv))) in
-                    self.weights.decoder.iter().zip(cross.layers()).enumerate()
+                for (l, (layer, kv)) in self.weights.decoder.iter().zip(&encoded.cross).enumerate()
                 {
                     let cross = Cross {
-                        k: ck,
-                        v: cv,
+                        kv,
                         key_len: &cross_len,
                         shape: self.attention_shape(1, t, src_len),
+                        layout: AttentionLayout::cross(c.d_model, i * encoded.seq),
                         weights: (l + 1 == n).then_some(&weights),
                     };
-                    let self_attn = SelfAttn {
-                        shape: self_shape,
-                        key_len: &self_len,
-                        kv: SelfKv::Full,
-                    };
+                    let self_attn = SelfKv::Full { key_len: &self_len };
                     self.record_decoder_layer(e, layer, &s, t, self_attn, &cross)?;
                 }
                 self.matmul(e, &s.x, &self.weights.tgt_embed, &logits, t)

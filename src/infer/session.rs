@@ -1,30 +1,35 @@
 //! One sentence's decoder on the GPU: the [`StepModel`] that beam search drives.
 
-use super::{Cross, CrossCopy, Encoded, Engine, EngineError, Scratch, SelfAttn, SelfKv, now_ms};
+use super::{Cross, Encoded, Engine, EngineError, Scratch, SelfKv, now_ms};
 use crate::config::{BOS_ID, EOS_ID};
 use crate::gpu::{DispatchPool, GpuError};
-use crate::kernels::attention::AttentionShape;
+use crate::kernels::attention::{Ancestors, AttentionLayout};
 use crate::kernels::embed::EmbedArgs;
 use crate::kernels::logits_topk::{K_MAX, LogitsTopKArgs};
 use crate::search::{Candidate, SearchOptions, StepModel, StepRequest};
 
 /// Buffers of one sentence's decoding, allocated once: step activations for up to `beam` rows,
-/// two KV caches per layer (read one, write the other, swap), the sentence's cross-attention
-/// keys and values, and the step inputs the CPU writes (tokens, parents, histories).
+/// one KV cache per layer (`[capacity, beam, 3 · d_model]`: every step's fused QKV projection
+/// of every row, position-major, never moved), and the step inputs the CPU writes (tokens,
+/// each row's history of cache slots, repetition histories). Cross-attention reads the
+/// sentence's keys and values in place, in the encoder's batch.
 pub struct Session<'e> {
     engine: &'e Engine,
     scratch: Scratch,
     /// Positions reserved per row in the caches: the longest target.
     capacity: usize,
     src_len: usize,
-    /// The sentence's cross-attention keys and values, copied out of the batch in step 0.
-    cross: CrossCopy,
+    /// Per decoder layer: the batch's fused cross-attention keys and values.
+    cross: Vec<wgpu::Buffer>,
+    /// The sentence's first row in `cross`.
+    cross_row: usize,
     cross_len: wgpu::Buffer,
     self_len: wgpu::Buffer,
-    caches: Vec<[(wgpu::Buffer, wgpu::Buffer); 2]>,
-    /// Which of each layer's two caches holds the previous step.
-    current: usize,
-    parents: wgpu::Buffer,
+    caches: Vec<wgpu::Buffer>,
+    /// Per row of the last step: the cache slot (row) of its ancestor at every position.
+    slots: Vec<Vec<u32>>,
+    /// `slots` on the GPU, `[beam, capacity]`.
+    ancestors: wgpu::Buffer,
     history: wgpu::Buffer,
     history_len: wgpu::Buffer,
     history_cap: usize,
@@ -56,28 +61,22 @@ impl<'e> Session<'e> {
         let src_len = encoded.lengths[i];
         let capacity = options.max_target_len(src_len, c.max_seq_len).max(1);
         let history_cap = options.repetition_window.max(1);
-        let cache = |label| gpu.storage_zeroed(label, rows * capacity * c.d_model);
+        let cache = || gpu.storage_zeroed("kv cache", capacity * rows * 3 * c.d_model);
         // Allocation errors (a model or beam beyond the adapter's limits) become errors.
         let session = gpu
             .checked("allocating the decoder's buffers", async {
                 Self {
                     engine,
-                    scratch: Scratch::new(gpu, rows, c),
+                    scratch: Scratch::new(gpu, rows, c, false),
                     capacity,
                     src_len,
-                    cross: engine.sentence_cross(encoded, i),
+                    cross: encoded.cross.clone(),
+                    cross_row: i * encoded.seq,
                     cross_len: gpu.storage_from("source length", &[src_len as u32]),
                     self_len: gpu.storage_from("cache length", &vec![capacity as u32; rows]),
-                    caches: (0..c.n_dec_layers)
-                        .map(|_| {
-                            [
-                                (cache("cache k"), cache("cache v")),
-                                (cache("cache k'"), cache("cache v'")),
-                            ]
-                        })
-                        .collect(),
-                    current: 0,
-                    parents: gpu.storage_zeroed("parents", rows),
+                    caches: (0..c.n_dec_layers).map(|_| cache()).collect(),
+                    slots: Vec::new(),
+                    ancestors: gpu.storage_zeroed("beam histories", rows * capacity),
                     history: gpu.storage_zeroed("history", rows * history_cap),
                     history_len: gpu.storage_zeroed("history length", rows),
                     history_cap,
@@ -119,14 +118,23 @@ impl<'e> Session<'e> {
                 .map(|r| r.last_token)
                 .collect::<Vec<_>>(),
         );
-        write(
-            &self.parents,
-            &request
-                .rows
-                .iter()
-                .map(|r| r.parent as u32)
-                .collect::<Vec<_>>(),
-        );
+        // Each row extends its parent's history of cache slots by its own slot at position t.
+        self.slots = request
+            .rows
+            .iter()
+            .enumerate()
+            .map(|(r, row)| {
+                let mut slots = self.slots.get(row.parent).cloned().unwrap_or_default();
+                slots.truncate(t);
+                slots.push(r as u32);
+                slots
+            })
+            .collect();
+        let mut ancestors = vec![0u32; rows * self.capacity];
+        for (r, slots) in self.slots.iter().enumerate() {
+            ancestors[r * self.capacity..][..slots.len()].copy_from_slice(slots);
+        }
+        write(&self.ancestors, &ancestors);
         let window = request.repetition_window.min(self.history_cap);
         let mut history = vec![0u32; rows * self.history_cap];
         let mut history_len = vec![0u32; rows];
@@ -138,9 +146,6 @@ impl<'e> Session<'e> {
         write(&self.history, &history);
         write(&self.history_len, &history_len);
 
-        if t == 0 {
-            self.cross.record(e);
-        }
         // The scratch buffers hold the session's capacity; this step uses `rows` of them.
         let s = &self.scratch;
         engine.kernels.embed.encode(
@@ -156,38 +161,25 @@ impl<'e> Session<'e> {
                 start_pos: t,
             },
         )?;
-        let self_shape = AttentionShape {
-            batch: rows,
-            n_queries: 1,
-            n_keys: t + 1,
-            kv_stride: self.capacity,
-            d_model: c.d_model,
-            n_heads: c.n_heads,
-            q_offset: t,
-            causal: false,
-        };
-        let (src, dst) = (self.current, 1 - self.current);
-        for ((layer, caches), (ck, cv)) in
-            w.decoder.iter().zip(&self.caches).zip(self.cross.layers())
-        {
+        let beams = self.scratch.rows;
+        for ((layer, cache), kv) in w.decoder.iter().zip(&self.caches).zip(&self.cross) {
             let cross = Cross {
-                k: ck,
-                v: cv,
+                kv,
                 key_len: &self.cross_len,
                 shape: engine.attention_shape(1, rows, self.src_len),
+                layout: AttentionLayout::cross(c.d_model, self.cross_row),
                 weights: None,
             };
-            let kv = SelfKv::Cache {
-                parent: &self.parents,
-                src: (&caches[src].0, &caches[src].1),
-                dst: (&caches[dst].0, &caches[dst].1),
-                capacity: self.capacity,
-                t,
-            };
-            let self_attn = SelfAttn {
-                shape: self_shape,
+            let self_attn = SelfKv::Cache {
+                cache,
+                ancestors: Ancestors {
+                    buffer: &self.ancestors,
+                    stride: self.capacity,
+                    slots: beams,
+                },
                 key_len: &self.self_len,
-                kv,
+                beams,
+                t,
             };
             engine.record_decoder_layer(e, layer, s, rows, self_attn, &cross)?;
         }
@@ -256,7 +248,6 @@ impl StepModel for Session<'_> {
             .await?
         };
         result?;
-        self.current = 1 - self.current;
         let words: Vec<u32> = bytemuck::pod_collect_to_vec(&bytes);
         let candidates = words
             .chunks(2 * k)

@@ -21,11 +21,18 @@ pub(crate) struct Norm {
     pub beta: wgpu::Buffer,
 }
 
-/// The four projections of one multi-head attention block.
-pub(crate) struct Attn {
+/// A self-attention block: queries, keys and values as one fused projection (`[3 · d_model,
+/// d_model]`, queries first), and the output projection.
+pub(crate) struct SelfAttn {
+    pub qkv: GpuQ8Matrix,
+    pub output: GpuQ8Matrix,
+}
+
+/// A cross-attention block: the query projection, keys and values as one fused projection of
+/// the encoder output (`[2 · d_model, d_model]`, keys first), and the output projection.
+pub(crate) struct CrossAttn {
     pub query: GpuQ8Matrix,
-    pub key: GpuQ8Matrix,
-    pub value: GpuQ8Matrix,
+    pub kv: GpuQ8Matrix,
     pub output: GpuQ8Matrix,
 }
 
@@ -36,16 +43,16 @@ pub(crate) struct Ffn {
 }
 
 pub(crate) struct EncoderLayer {
-    pub self_attn: Attn,
+    pub self_attn: SelfAttn,
     pub norm1: Norm,
     pub ffn: Ffn,
     pub norm2: Norm,
 }
 
 pub(crate) struct DecoderLayer {
-    pub self_attn: Attn,
+    pub self_attn: SelfAttn,
     pub norm1: Norm,
-    pub cross_attn: Attn,
+    pub cross_attn: CrossAttn,
     pub norm2: Norm,
     pub ffn: Ffn,
     pub norm3: Norm,
@@ -68,11 +75,29 @@ impl GpuWeights {
     /// Uploads `bundle` (already validated against its config by [`Bundle::from_files`]).
     pub fn upload(gpu: &Gpu, bundle: &Bundle) -> Result<Self, UploadError> {
         let config: &ModelConfig = bundle.config();
-        let linear = |name: &str| -> Result<GpuQ8Matrix, UploadError> {
-            let w = bundle.matrix(name)?;
-            let bias = bundle.vector(&format!("{name}.bias"))?;
+        // One GPU matrix with the rows of the bundle's matrices `names`, in order.
+        let stacked = |names: &[String]| -> Result<GpuQ8Matrix, UploadError> {
+            let mut parts = names.iter();
+            let first = parts.next().map(String::as_str).unwrap_or_default();
+            let mut w = bundle.matrix(first)?;
+            let mut bias = bundle.vector(&format!("{first}.bias"))?;
+            for name in parts {
+                let next = bundle.matrix(name)?;
+                if next.k != w.k {
+                    return Err(GpuError::shape(
+                        "matmul_q8",
+                        format!("{name} has {} input features, {first} has {}", next.k, w.k),
+                    )
+                    .into());
+                }
+                w.n += next.n;
+                w.packed.extend(next.packed);
+                w.scale.extend(next.scale);
+                bias.extend(bundle.vector(&format!("{name}.bias"))?);
+            }
             Ok(GpuQ8Matrix::upload(gpu, &w, &bias)?)
         };
+        let linear = |name: &str| stacked(&[name.to_string()]);
         let embedding = |stack: &str| -> Result<GpuQ8Matrix, UploadError> {
             let w = bundle.matrix(&format!("{stack}.embed.embedding"))?;
             Ok(GpuQ8Matrix::upload(gpu, &w, &vec![0.0; w.n])?)
@@ -83,11 +108,16 @@ impl GpuWeights {
                 beta: gpu.storage_from(name, &bundle.vector(&format!("{name}.beta"))?),
             })
         };
-        let attn = |name: &str| -> Result<Attn, UploadError> {
-            Ok(Attn {
+        let self_attn = |name: &str| -> Result<SelfAttn, UploadError> {
+            Ok(SelfAttn {
+                qkv: stacked(&["query", "key", "value"].map(|p| format!("{name}.{p}")))?,
+                output: linear(&format!("{name}.output"))?,
+            })
+        };
+        let cross_attn = |name: &str| -> Result<CrossAttn, UploadError> {
+            Ok(CrossAttn {
                 query: linear(&format!("{name}.query"))?,
-                key: linear(&format!("{name}.key"))?,
-                value: linear(&format!("{name}.value"))?,
+                kv: stacked(&["key", "value"].map(|p| format!("{name}.{p}")))?,
                 output: linear(&format!("{name}.output"))?,
             })
         };
@@ -101,7 +131,7 @@ impl GpuWeights {
             .map(|l| {
                 let p = format!("encoder.layers.{l}");
                 Ok(EncoderLayer {
-                    self_attn: attn(&format!("{p}.self_attn"))?,
+                    self_attn: self_attn(&format!("{p}.self_attn"))?,
                     norm1: norm(&format!("{p}.norm1"))?,
                     ffn: ffn(&p)?,
                     norm2: norm(&format!("{p}.norm2"))?,
@@ -112,9 +142,9 @@ impl GpuWeights {
             .map(|l| {
                 let p = format!("decoder.layers.{l}");
                 Ok(DecoderLayer {
-                    self_attn: attn(&format!("{p}.self_attn"))?,
+                    self_attn: self_attn(&format!("{p}.self_attn"))?,
                     norm1: norm(&format!("{p}.norm1"))?,
-                    cross_attn: attn(&format!("{p}.cross_attn"))?,
+                    cross_attn: cross_attn(&format!("{p}.cross_attn"))?,
                     norm2: norm(&format!("{p}.norm2"))?,
                     ffn: ffn(&p)?,
                     norm3: norm(&format!("{p}.norm3"))?,

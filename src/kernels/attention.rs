@@ -1,5 +1,6 @@
 //! Driver for `attention.wgsl`: softmax(q kᵀ / √d_head + mask) v over all heads, with padding and
-//! causal masks, keys and values optionally in a KV cache, weights optionally stored.
+//! causal masks, queries, keys and values read in place from fused projections or the decoder's
+//! KV cache ([`AttentionLayout`]), weights optionally stored.
 
 use crate::gpu::{Gpu, GpuError, PipelineKey};
 use std::sync::Arc;
@@ -8,8 +9,10 @@ use std::sync::Arc;
 pub const NAME: &str = "attention";
 /// The WGSL source.
 pub const SOURCE: &str = include_str!("attention.wgsl");
-/// The most keys one call attends over (`MAX_KEYS` in the shader).
-pub const MAX_KEYS: usize = 512;
+/// The largest head width the kernel accumulates (`D_HEAD_MAX` in the shader).
+pub const D_HEAD_MAX: usize = 128;
+/// Invocations per workgroup (`@workgroup_size` in the shader).
+const WORKGROUP: u32 = 64;
 
 /// Mirrors `struct Params` in `attention.wgsl`.
 #[repr(C)]
@@ -18,63 +21,175 @@ struct Params {
     batch: u32,
     n_queries: u32,
     n_keys: u32,
-    kv_stride: u32,
     d_model: u32,
     n_heads: u32,
     q_offset: u32,
     causal: u32,
     store_weights: u32,
-    _pad: [u32; 3],
+    q_start: u32,
+    q_stride: u32,
+    kv_start: u32,
+    kv_stride: u32,
+    k_col: u32,
+    v_col: u32,
+    pos_rows: u32,
+    batch_rows: u32,
+    indirect: u32,
+    anc_stride: u32,
+    _pad: [u32; 2],
 }
-const _: () = assert!(size_of::<Params>() == 48);
+const _: () = assert!(size_of::<Params>() == 80);
 
 /// Sizes and masks of one attention call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AttentionShape {
     pub batch: usize,
     pub n_queries: usize,
-    /// Keys (and values) in use per batch row.
+    /// Keys per batch row.
     pub n_keys: usize,
-    /// Key/value rows reserved per batch row in the buffers (a KV cache's capacity).
-    pub kv_stride: usize,
     pub d_model: usize,
     pub n_heads: usize,
-    /// Position of query 0, for the causal mask (a decoder step's index).
+    /// Position of query 0 (a decoder step: the step index), for the causal mask.
     pub q_offset: usize,
     /// Hide keys after each query's position.
     pub causal: bool,
 }
 
+impl AttentionShape {
+    /// Features per head.
+    pub fn d_head(&self) -> usize {
+        self.d_model / self.n_heads.max(1)
+    }
+}
+
+/// Where queries, keys and values sit in their buffers, in elements (f32):
+/// - query `(b, i)` starts at `q_start + (b · n_queries + i) · q_stride`;
+/// - key `j` of batch row `b` is row `j · pos_rows + b' · batch_rows` of the key/value buffer,
+///   with `b' = b`, or the beam history `ancestors[b · anc_stride + j]` when the call has
+///   ancestors; the key starts at `kv_start + row · kv_stride + k_col`, the value at `… + v_col`.
+///
+/// Every field must be a multiple of 4 except `pos_rows` and `batch_rows`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AttentionLayout {
+    pub q_start: usize,
+    pub q_stride: usize,
+    pub kv_start: usize,
+    pub kv_stride: usize,
+    pub k_col: usize,
+    pub v_col: usize,
+    pub pos_rows: usize,
+    pub batch_rows: usize,
+}
+
+impl AttentionLayout {
+    /// The output of a fused QKV projection, `[batch, n, 3 · d_model]` (queries, then keys, then
+    /// values in each row), with `n` queries and keys per batch row.
+    pub const fn fused_qkv(d_model: usize, n: usize) -> Self {
+        Self {
+            q_start: 0,
+            q_stride: 3 * d_model,
+            kv_start: 0,
+            kv_stride: 3 * d_model,
+            k_col: d_model,
+            v_col: 2 * d_model,
+            pos_rows: 1,
+            batch_rows: n,
+        }
+    }
+
+    /// Queries `[batch, n_queries, d_model]` over the fused key/value projection of one source,
+    /// `[n_keys, 2 · d_model]`, starting at row `first_row` of that buffer; every batch row
+    /// attends to the same keys (the beams of one sentence).
+    pub const fn cross(d_model: usize, first_row: usize) -> Self {
+        Self {
+            q_start: 0,
+            q_stride: d_model,
+            kv_start: first_row * 2 * d_model,
+            kv_stride: 2 * d_model,
+            k_col: 0,
+            v_col: d_model,
+            pos_rows: 1,
+            batch_rows: 0,
+        }
+    }
+
+    /// The decoder's self-attention KV cache at step `t`: `[capacity, beams, 3 · d_model]`,
+    /// position-major, each step's fused QKV projection of every beam written at position `t`
+    /// and never moved; key `j` of beam `b` is in the slot of its ancestor at step `j`.
+    pub const fn kv_cache(d_model: usize, beams: usize, t: usize) -> Self {
+        Self {
+            q_start: t * beams * 3 * d_model,
+            pos_rows: beams,
+            batch_rows: 1,
+            ..Self::fused_qkv(d_model, 0)
+        }
+    }
+
+    /// The first element past the last key or value read, for `ancestors` below `slots`.
+    fn kv_end(&self, s: &AttentionShape, slots: Option<usize>) -> usize {
+        let last_b = slots.unwrap_or(s.batch).max(1) - 1;
+        let row = (s.n_keys - 1) * self.pos_rows + last_b * self.batch_rows;
+        self.kv_start + row * self.kv_stride + self.k_col.max(self.v_col) + s.d_model
+    }
+
+    fn q_end(&self, s: &AttentionShape) -> usize {
+        self.q_start + (s.batch * s.n_queries - 1) * self.q_stride + s.d_model
+    }
+}
+
+/// A beam history for [`AttentionLayout::kv_cache`]: `[batch, stride]` slot indices below `slots`.
+pub struct Ancestors<'a> {
+    pub buffer: &'a wgpu::Buffer,
+    pub stride: usize,
+    /// Slots per position (the beams of the cache); every entry must be below it.
+    pub slots: usize,
+}
+
 /// The buffers of one dispatch.
 pub struct AttentionArgs<'a> {
-    /// `[batch, n_queries, d_model]` projected queries.
+    /// Queries, laid out as [`AttentionLayout`] says.
     pub q: &'a wgpu::Buffer,
-    /// `[batch, kv_stride, d_model]` projected keys.
-    pub k: &'a wgpu::Buffer,
-    /// `[batch, kv_stride, d_model]` projected values.
-    pub v: &'a wgpu::Buffer,
-    /// `[batch]` u32: keys at or past this index are padding.
+    /// Keys and values (may be the same buffer as `q`).
+    pub kv: &'a wgpu::Buffer,
+    /// `[batch]` u32: keys at or past `key_len[b]` are masked.
     pub key_len: &'a wgpu::Buffer,
-    /// `[batch, n_heads, n_queries, n_keys]` attention weights, written when given.
+    pub ancestors: Option<Ancestors<'a>>,
+    /// `[batch, n_heads, n_queries, n_keys]` f32, when the weights are wanted.
     pub weights: Option<&'a wgpu::Buffer>,
-    /// `[batch, n_queries, d_model]` output.
+    /// `[batch, n_queries, d_model]` f32 output.
     pub context: &'a wgpu::Buffer,
 }
 
-/// The compiled kernel.
+/// The compiled kernel for one head width.
 pub struct Attention {
     pipeline: Arc<wgpu::ComputePipeline>,
-    /// Bound as `weights` when the caller wants none.
+    d_head: usize,
+    /// Bound in place of `ancestors` and `weights` when a call has none (two: one binding is
+    /// read-only, the other writable, and a dispatch cannot use one buffer both ways).
+    no_ancestors: wgpu::Buffer,
     no_weights: wgpu::Buffer,
 }
 
 impl Attention {
-    /// Compiles the kernel (or takes it from the device's pipeline cache).
-    pub async fn new(gpu: &Gpu) -> Result<Self, GpuError> {
-        let pipeline = gpu.pipeline(&PipelineKey::new(NAME), SOURCE).await?;
+    /// Compiles the kernel for heads of `d_head` features (a multiple of 4, at most
+    /// [`D_HEAD_MAX`]), or takes it from the device's pipeline cache.
+    pub async fn new(gpu: &Gpu, d_head: usize) -> Result<Self, GpuError> {
+        if d_head == 0 || !d_head.is_multiple_of(4) || d_head > D_HEAD_MAX {
+            return Err(GpuError::shape(
+                NAME,
+                format!(
+                    "heads of {d_head} features: the kernel needs a multiple of 4, at most \
+                     {D_HEAD_MAX} (choose d_model and n_heads accordingly)"
+                ),
+            ));
+        }
+        let key = PipelineKey::new(NAME).with("d_head", d_head as f64);
+        let pipeline = gpu.pipeline(&key, SOURCE).await?;
         Ok(Self {
             pipeline,
-            no_weights: gpu.storage_zeroed("attention no weights", 1),
+            d_head,
+            no_ancestors: gpu.storage_zeroed("attention: no ancestors", 1),
+            no_weights: gpu.storage_zeroed("attention: no weights", 1),
         })
     }
 
@@ -84,58 +199,90 @@ impl Attention {
         gpu: &Gpu,
         encoder: &mut wgpu::CommandEncoder,
         shape: &AttentionShape,
+        layout: &AttentionLayout,
         args: &AttentionArgs<'_>,
     ) -> Result<(), GpuError> {
-        let s = shape;
+        let (s, l) = (shape, layout);
+        let invocations = s.batch * s.n_queries * s.n_heads;
         let max = gpu.device.limits().max_compute_workgroups_per_dimension as usize;
+        let aligned = [
+            l.q_start,
+            l.q_stride,
+            l.kv_start,
+            l.kv_stride,
+            l.k_col,
+            l.v_col,
+        ]
+        .iter()
+        .all(|v| v.is_multiple_of(4));
         let bad = s.batch == 0
             || s.n_queries == 0
             || s.n_keys == 0
-            || s.n_keys > MAX_KEYS
-            || s.kv_stride < s.n_keys
             || s.n_heads == 0
-            || !s.d_model.is_multiple_of(s.n_heads)
-            || [s.batch, s.n_queries, s.n_heads].iter().any(|&n| n > max);
+            || s.d_model != s.n_heads * self.d_head
+            || !aligned
+            || invocations.div_ceil(WORKGROUP as usize) > max
+            || args.ancestors.as_ref().is_some_and(|a| a.stride < s.n_keys);
         if bad {
             return Err(GpuError::shape(
                 NAME,
                 format!(
-                    "{s:?}: need at least one query and key, n_keys ≤ {MAX_KEYS} and ≤ kv_stride, \
-                 d_model divisible by n_heads, and batch, n_queries, n_heads ≤ {max}"
+                    "{s:?} with {l:?}: need at least one query and key, d_model = n_heads · {} \
+                     (this pipeline's head width), offsets and strides that are multiples of 4, \
+                     ancestors for every key, and at most {} invocations",
+                    self.d_head,
+                    max * WORKGROUP as usize
                 ),
             ));
         }
+        let slots = args.ancestors.as_ref().map(|a| a.slots);
         let need = |len: usize| (len * 4) as u64;
-        let small = args.q.size() < need(s.batch * s.n_queries * s.d_model)
+        let small = args.q.size() < need(l.q_end(s))
+            || args.kv.size() < need(l.kv_end(s, slots))
             || args.context.size() < need(s.batch * s.n_queries * s.d_model)
-            || [args.k, args.v]
-                .iter()
-                .any(|b| b.size() < need(s.batch * s.kv_stride * s.d_model))
             || args.key_len.size() < need(s.batch)
+            || args
+                .ancestors
+                .as_ref()
+                .is_some_and(|a| a.buffer.size() < need(s.batch * a.stride))
             || args
                 .weights
                 .is_some_and(|w| w.size() < need(s.batch * s.n_heads * s.n_queries * s.n_keys));
         if small {
             return Err(GpuError::shape(
                 NAME,
-                format!("buffers too small for {s:?}"),
+                format!("buffers too small for {s:?} with {l:?}"),
             ));
         }
+        let u = |v: usize| v as u32;
         let params = gpu.uniform(
             "attention params",
             &Params {
-                batch: s.batch as u32,
-                n_queries: s.n_queries as u32,
-                n_keys: s.n_keys as u32,
-                kv_stride: s.kv_stride as u32,
-                d_model: s.d_model as u32,
-                n_heads: s.n_heads as u32,
-                q_offset: s.q_offset as u32,
+                batch: u(s.batch),
+                n_queries: u(s.n_queries),
+                n_keys: u(s.n_keys),
+                d_model: u(s.d_model),
+                n_heads: u(s.n_heads),
+                q_offset: u(s.q_offset),
                 causal: u32::from(s.causal),
                 store_weights: u32::from(args.weights.is_some()),
-                _pad: [0; 3],
+                q_start: u(l.q_start),
+                q_stride: u(l.q_stride),
+                kv_start: u(l.kv_start),
+                kv_stride: u(l.kv_stride),
+                k_col: u(l.k_col),
+                v_col: u(l.v_col),
+                pos_rows: u(l.pos_rows),
+                batch_rows: u(l.batch_rows),
+                indirect: u32::from(args.ancestors.is_some()),
+                anc_stride: args.ancestors.as_ref().map_or(0, |a| u(a.stride)),
+                _pad: [0; 2],
             },
         );
+        let ancestors = args
+            .ancestors
+            .as_ref()
+            .map_or(&self.no_ancestors, |a| a.buffer);
         let weights = args.weights.unwrap_or(&self.no_weights);
         gpu.dispatch(
             encoder,
@@ -144,50 +291,50 @@ impl Attention {
             &[
                 &params,
                 args.q,
-                args.k,
-                args.v,
+                args.kv,
                 args.key_len,
+                ancestors,
                 weights,
                 args.context,
             ],
-            [s.n_queries as u32, s.n_heads as u32, s.batch as u32],
+            [u(invocations).div_ceil(WORKGROUP), 1, 1],
         );
         Ok(())
     }
 }
 
-/// Runs the kernel once on host data; returns the context `[batch, n_queries, d_model]` and the
-/// weights `[batch, n_heads, n_queries, n_keys]`.
+/// Runs the kernel once on host data (`ancestors`: `[batch, stride]` slots below `slots`, as
+/// `(data, stride, slots)`); returns the context `[batch, n_queries, d_model]` and the weights
+/// `[batch, n_heads, n_queries, n_keys]`.
 pub async fn attention(
     gpu: &Gpu,
     shape: &AttentionShape,
+    layout: &AttentionLayout,
     q: &[f32],
-    k: &[f32],
-    v: &[f32],
+    kv: &[f32],
     key_len: &[u32],
+    ancestors: Option<(&[u32], usize, usize)>,
 ) -> Result<(Vec<f32>, Vec<f32>), GpuError> {
     let s = shape;
-    if q.len() != s.batch * s.n_queries * s.d_model
-        || k.len() != s.batch * s.kv_stride * s.d_model
-        || v.len() != k.len()
-        || key_len.len() != s.batch
+    if key_len.len() != s.batch
+        || ancestors.is_some_and(|(a, stride, _)| a.len() != s.batch * stride)
     {
         return Err(GpuError::shape(
             NAME,
             format!(
-                "q has {}, k {}, v {}, key_len {} values: not the sizes of {s:?}",
-                q.len(),
-                k.len(),
-                v.len(),
-                key_len.len()
+                "key_len has {} values and ancestors {:?}: not the sizes of {s:?}",
+                key_len.len(),
+                ancestors.map(|(a, stride, _)| (a.len(), stride))
             ),
         ));
     }
-    let kernel = Attention::new(gpu).await?;
+    let kernel = Attention::new(gpu, s.d_head()).await?;
     let (context, weights) = gpu
         .checked(NAME, async {
-            let [q, k, v] = [q, k, v].map(|x| gpu.storage_from("attention in", x));
+            let q = gpu.storage_from("attention q", q);
+            let kv = gpu.storage_from("attention kv", kv);
             let key_len = gpu.storage_from("attention key_len", key_len);
+            let history = ancestors.map(|(a, _, _)| gpu.storage_from("attention ancestors", a));
             let weights = gpu.storage_zeroed(
                 "attention weights",
                 s.batch * s.n_heads * s.n_queries * s.n_keys,
@@ -197,13 +344,20 @@ pub async fn attention(
             let mut encoder = gpu.device.create_command_encoder(&Default::default());
             let args = AttentionArgs {
                 q: &q,
-                k: &k,
-                v: &v,
+                kv: &kv,
                 key_len: &key_len,
+                ancestors: history
+                    .as_ref()
+                    .zip(ancestors)
+                    .map(|(buffer, (_, stride, slots))| Ancestors {
+                        buffer,
+                        stride,
+                        slots,
+                    }),
                 weights: Some(&weights),
                 context: &context,
             };
-            kernel.encode(gpu, &mut encoder, s, &args)?;
+            kernel.encode(gpu, &mut encoder, s, layout, &args)?;
             gpu.queue.submit([encoder.finish()]);
             Ok::<_, GpuError>((context, weights))
         })
@@ -222,6 +376,6 @@ mod tests {
             return;
         };
         let checks = pollster::block_on(selfcheck::check_attention(&gpu, 9));
-        selfcheck::assert_all_match(checks, 2 * selfcheck::ATTENTION_SHAPES.len());
+        selfcheck::assert_all_match(checks, 2 * selfcheck::ATTENTION_CASES.len());
     }
 }

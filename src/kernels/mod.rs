@@ -5,7 +5,6 @@
 pub mod add_layernorm;
 pub mod attention;
 pub mod embed;
-pub mod kv_cache;
 pub mod logits_topk;
 pub mod matmul_q8;
 
@@ -14,7 +13,6 @@ pub const ALL: &[(&str, &str)] = &[
     (add_layernorm::NAME, add_layernorm::SOURCE),
     (attention::NAME, attention::SOURCE),
     (embed::NAME, embed::SOURCE),
-    (kv_cache::NAME, kv_cache::SOURCE),
     (logits_topk::NAME, logits_topk::SOURCE),
     (matmul_q8::NAME, matmul_q8::SOURCE),
 ];

@@ -9,8 +9,8 @@
 //! # Semantics
 //! - **Rows.** Step 0 scores one row (BOS). Each later step scores the live hypotheses of the
 //!   previous step, ordered by group and, within a group, by selection order. A row names the
-//!   row of the previous step it extends (`parent`), so the engine reorders its KV caches by
-//!   index.
+//!   row of the previous step it extends (`parent`), so the engine can follow (or reorder) its
+//!   KV caches by it.
 //! - **Groups (diverse beam search, Vijayakumar et al. 2018, Hamming diversity).** The beam is
 //!   split into `groups` groups of `beam / groups` hypotheses. At each step the groups choose
 //!   in order 0, 1, …; when group `g` chooses, a candidate token chosen `c` times at this step
@@ -373,7 +373,7 @@ pub struct Candidate {
 /// One row to score at a decoder step.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct StepRow<'a> {
-    /// The row of the previous step this one extends (reorder the KV caches by it). 0 at
+    /// The row of the previous step this one extends (its KV-cache history). 0 at
     /// step 0, where there is no previous step.
     pub parent: usize,
     /// The decoder input: the last generated token, or BOS at step 0.
