@@ -377,24 +377,9 @@ impl Engine {
             },
         )?;
         let shape = self.attention_shape(batch, seq, seq);
-        let layout = AttentionLayout::fused_qkv(self.config.d_model, seq);
         for layer in &w.encoder {
             let a = &layer.self_attn;
-            self.matmul(e, &s.x, &a.qkv, &s.qkv, rows)?;
-            k.attention.encode(
-                gpu,
-                e,
-                &shape,
-                &layout,
-                &AttentionArgs {
-                    q: &s.qkv,
-                    kv: &s.qkv,
-                    key_len,
-                    ancestors: None,
-                    weights: None,
-                    context: &s.ctx,
-                },
-            )?;
+            self.fused_self_attention(e, a, s, &shape, key_len)?;
             self.matmul(e, &s.ctx, &a.output, &s.o, rows)?;
             self.add_norm(e, &s.o, &s.x, &layer.norm1, &s.x1, rows)?;
             k.matmul_relu
@@ -406,6 +391,33 @@ impl Engine {
             self.matmul(e, &s.x, &layer.cross_attn.kv, kv, rows)?;
         }
         Ok(())
+    }
+
+    /// Self-attention of whole sequences (`shape.batch` sequences of `shape.n_queries` tokens in
+    /// `s.x`): the fused QKV projection into `s.qkv`, then attention into `s.ctx`.
+    fn fused_self_attention(
+        &self,
+        e: &mut wgpu::CommandEncoder,
+        a: &weights::SelfAttn,
+        s: &Scratch,
+        shape: &AttentionShape,
+        key_len: &wgpu::Buffer,
+    ) -> Result<(), GpuError> {
+        self.matmul(e, &s.x, &a.qkv, &s.qkv, shape.batch * shape.n_queries)?;
+        self.kernels.attention.encode(
+            &self.gpu,
+            e,
+            shape,
+            &AttentionLayout::fused_qkv(self.config.d_model, shape.n_queries),
+            &AttentionArgs {
+                q: &s.qkv,
+                kv: &s.qkv,
+                key_len,
+                ancestors: None,
+                weights: None,
+                context: &s.ctx,
+            },
+        )
     }
 
     /// Records one decoder layer over the first `rows` rows of `s`, from `s.x` back into `s.x`.
@@ -422,25 +434,11 @@ impl Engine {
         let a = &layer.self_attn;
         match self_attn {
             SelfKv::Full { key_len } => {
-                self.matmul(e, &s.x, &a.qkv, &s.qkv, rows)?;
                 let shape = AttentionShape {
                     causal: true,
                     ..self.attention_shape(1, rows, rows)
                 };
-                k.attention.encode(
-                    gpu,
-                    e,
-                    &shape,
-                    &AttentionLayout::fused_qkv(d, rows),
-                    &AttentionArgs {
-                        q: &s.qkv,
-                        kv: &s.qkv,
-                        key_len,
-                        ancestors: None,
-                        weights: None,
-                        context: &s.ctx,
-                    },
-                )?;
+                self.fused_self_attention(e, a, s, &shape, key_len)?;
             }
             SelfKv::Cache {
                 cache,
