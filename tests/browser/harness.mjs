@@ -58,15 +58,27 @@ export async function screenshot(page, name) {
 /**
  * Serves `root` on 127.0.0.1 at a free port. Returns `{ url, close }`; `close` also drops open
  * keep-alive connections, so the page sees a stopped server at once.
+ *
+ * `mounts` serves other folders under URL prefixes (`{ '/models/bench/': '/path/to/bundle' }`)
+ * and `files` answers single paths with fixed contents (`{ '/models/index.json': '{…}' }`);
+ * both take precedence over `root`.
  */
-export async function serveStatic(root = DIST) {
+export async function serveStatic(root = DIST, { mounts = {}, files = {} } = {}) {
   await stat(join(root, 'index.html')).catch(() => {
     throw new Error(`${root}/index.html is missing: build the page first (trunk build --config trunk.toml)`);
   });
   const server = createServer(async (req, res) => {
     const path = decodeURIComponent(new URL(req.url, 'http://localhost').pathname);
-    const file = normalize(join(root, path.endsWith('/') ? `${path}index.html` : path));
-    if (file !== root && !file.startsWith(root + sep)) {
+    if (Object.hasOwn(files, path)) {
+      res.writeHead(200, { 'content-type': TYPES[extname(path)] ?? 'application/octet-stream' });
+      res.end(files[path]);
+      return;
+    }
+    const [prefix, dir] = Object.entries(mounts).find(([p]) => path.startsWith(p)) ?? ['/', root];
+    const base = resolve(dir);
+    const rest = path.slice(prefix.length);
+    const file = normalize(join(base, rest === '' || rest.endsWith('/') ? `${rest}index.html` : rest));
+    if (file !== base && !file.startsWith(base + sep)) {
       res.writeHead(403).end();
       return;
     }
@@ -105,10 +117,12 @@ export function launch({ webgpu = true } = {}) {
 /**
  * Opens `url` in a new page of a new browser context (its own caches and service workers),
  * recording console messages, uncaught exceptions and every request of the context (the page,
- * its workers and its service worker), so a failing test can say what the page said.
+ * its workers and its service worker), so a failing test can say what the page said. `init`
+ * (a function) runs in every page of the context before the page's own scripts.
  */
-export async function openPage(browser, url) {
+export async function openPage(browser, url, { init } = {}) {
   const context = await browser.newContext();
+  if (init) await context.addInitScript(init);
   const page = await context.newPage();
   const log = [];
   const requests = [];
