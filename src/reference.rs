@@ -25,6 +25,22 @@ pub fn matmul_q8(x: &[f32], m: usize, w: &QuantizedMatrix, bias: &[f32], relu: b
     y
 }
 
+/// `LayerNorm(x · Wᵀ + bias + residual) · gamma + beta`, as `matmul_q8_norm.wgsl`: the
+/// [`matmul_q8`] product, then [`add_layernorm`] with the residual.
+#[allow(clippy::too_many_arguments)]
+pub fn matmul_q8_norm(
+    x: &[f32],
+    m: usize,
+    w: &QuantizedMatrix,
+    bias: &[f32],
+    residual: &[f32],
+    gamma: &[f32],
+    beta: &[f32],
+    eps: f32,
+) -> Vec<f32> {
+    add_layernorm(&matmul_q8(x, m, w, bias, false), residual, gamma, beta, eps)
+}
+
 /// `LayerNorm(x + residual) · gamma + beta` per row of `gamma.len()` values, with the biased
 /// variance and `eps` inside the square root (burn's and PyTorch's LayerNorm).
 ///

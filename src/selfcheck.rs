@@ -6,7 +6,7 @@
 use crate::gpu::{AdapterSummary, Gpu, GpuError};
 use crate::kernels::attention::{AttentionLayout, AttentionShape};
 use crate::kernels::matmul_q8::{self, Activation};
-use crate::kernels::{add_layernorm, attention, embed, logits_topk};
+use crate::kernels::{attention, embed, logits_topk, matmul_q8_norm};
 use crate::reference::{self, Comparison};
 use crate::weights::QuantizedMatrix;
 use rand::rngs::SmallRng;
@@ -37,10 +37,18 @@ pub const MATMUL_Q8_SHAPES: &[(usize, usize, usize)] = &[
     (64, 512, 256),
 ];
 
-/// `(rows, d_model)` shapes for `add_layernorm`: one row, a row shorter than the workgroup,
-/// lengths that are not multiples of it, and model widths.
-pub const ADD_LAYERNORM_SHAPES: &[(usize, usize)] =
-    &[(1, 32), (7, 4), (33, 100), (8, 256), (3, 1000), (64, 512)];
+/// `(m, n, k)` shapes for `matmul_q8_norm`: the narrowest row, every block size up to a full
+/// block, m past a multiple of the 8-row block, and the model widths of `small` and `base`
+/// (attention output, FFN second layer) up to the widest row the kernel normalises.
+pub const MATMUL_Q8_NORM_SHAPES: &[(usize, usize, usize)] = &[
+    (1, 4, 4),
+    (3, 100, 36),
+    (5, 32, 64),
+    (8, 256, 256),
+    (1, 256, 1024),
+    (33, 512, 2048),
+    (2, 1024, 16),
+];
 
 /// `(sentences, seq_len, start_pos, vocab, d_model)` shapes for `embed`: one decoder step for
 /// several beams, encoder batches of awkward lengths, and model widths.
@@ -143,7 +151,7 @@ pub struct SelfCheckReport {
 /// Runs every kernel check with inputs drawn from `seed`.
 pub async fn run(gpu: &Gpu, seed: u64) -> Result<SelfCheckReport, GpuError> {
     let mut checks = check_matmul_q8(gpu, seed).await?;
-    checks.extend(check_add_layernorm(gpu, seed).await?);
+    checks.extend(check_matmul_q8_norm(gpu, seed).await?);
     checks.extend(check_embed(gpu, seed).await?);
     checks.extend(check_logits_topk(gpu, seed).await?);
     checks.extend(check_attention(gpu, seed).await?);
@@ -189,25 +197,34 @@ pub async fn check_matmul_q8(gpu: &Gpu, seed: u64) -> Result<Vec<KernelCheck>, G
     Ok(checks)
 }
 
-/// `add_layernorm` against [`reference::add_layernorm`] on every shape of
-/// [`ADD_LAYERNORM_SHAPES`], with inputs offset and scaled like real activations.
-pub async fn check_add_layernorm(gpu: &Gpu, seed: u64) -> Result<Vec<KernelCheck>, GpuError> {
+/// `matmul_q8_norm` against [`reference::matmul_q8_norm`] on every shape of
+/// [`MATMUL_Q8_NORM_SHAPES`], with residuals offset and scaled like real activations.
+pub async fn check_matmul_q8_norm(gpu: &Gpu, seed: u64) -> Result<Vec<KernelCheck>, GpuError> {
     let mut rng = SmallRng::seed_from_u64(seed ^ 0x4c4e);
     let mut checks = Vec::new();
-    for &(rows, d) in ADD_LAYERNORM_SHAPES {
-        let x: Vec<f32> = uniform(&mut rng, rows * d)
+    for &(m, n, k) in MATMUL_Q8_NORM_SHAPES {
+        let x = uniform(&mut rng, m * k);
+        let w = QuantizedMatrix::quantize(&uniform(&mut rng, n * k), n, k).map_err(|e| {
+            GpuError::Shape {
+                kernel: matmul_q8_norm::NAME,
+                message: e.to_string(),
+            }
+        })?;
+        let bias = uniform(&mut rng, n);
+        let residual: Vec<f32> = uniform(&mut rng, m * n)
             .iter()
             .map(|v| 3.0 * v + 0.5)
             .collect();
-        let residual = uniform(&mut rng, rows * d);
-        let gamma: Vec<f32> = uniform(&mut rng, d).iter().map(|v| 1.0 + 0.5 * v).collect();
-        let beta = uniform(&mut rng, d);
+        let gamma: Vec<f32> = uniform(&mut rng, n).iter().map(|v| 1.0 + 0.5 * v).collect();
+        let beta = uniform(&mut rng, n);
         let eps = 1e-5;
-        let got = add_layernorm::add_layernorm(gpu, &x, &residual, &gamma, &beta, eps).await?;
-        let want = reference::add_layernorm(&x, &residual, &gamma, &beta, eps);
+        let got =
+            matmul_q8_norm::matmul_q8_norm(gpu, &x, m, &w, &bias, &residual, &gamma, &beta, eps)
+                .await?;
+        let want = reference::matmul_q8_norm(&x, m, &w, &bias, &residual, &gamma, &beta, eps);
         checks.push(KernelCheck {
-            kernel: add_layernorm::NAME,
-            shape: format!("rows={rows} d_model={d}"),
+            kernel: matmul_q8_norm::NAME,
+            shape: format!("m={m} n={n} k={k}"),
             comparison: reference::compare(&got, &want, ATOL, RTOL),
         });
     }

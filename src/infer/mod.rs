@@ -22,13 +22,13 @@ pub use weights::UploadError;
 
 use crate::config::{BOS_ID, EOS_ID, ModelConfig, PAD_ID};
 use crate::gpu::{Gpu, GpuCounts, GpuError};
-use crate::kernels::add_layernorm::{AddLayerNorm, AddLayerNormArgs};
 use crate::kernels::attention::{
     Ancestors, Attention, AttentionArgs, AttentionLayout, AttentionShape,
 };
 use crate::kernels::embed::{Embed, EmbedArgs};
 use crate::kernels::logits_topk::{self, LogitsTopK};
 use crate::kernels::matmul_q8::{Activation, GpuQ8Matrix, MatmulQ8};
+use crate::kernels::matmul_q8_norm::{MatmulQ8Norm, MatmulQ8NormArgs};
 use crate::search::{self, Hypothesis, SearchError, SearchOptions};
 use crate::tokenizer::{Tokenizer, TokenizerError};
 use crate::weights::Bundle;
@@ -97,7 +97,7 @@ pub fn now_ms() -> f64 {
 pub(crate) struct Kernels {
     matmul: MatmulQ8,
     matmul_relu: MatmulQ8,
-    add_layernorm: AddLayerNorm,
+    matmul_norm: MatmulQ8Norm,
     embed: Embed,
     attention: Attention,
     logits_topk: LogitsTopK,
@@ -114,11 +114,9 @@ pub(crate) struct Scratch {
     /// Cross-attention queries.
     q: wgpu::Buffer,
     ctx: wgpu::Buffer,
-    o: wgpu::Buffer,
     x1: wgpu::Buffer,
     x2: wgpu::Buffer,
     h: wgpu::Buffer,
-    f: wgpu::Buffer,
 }
 
 impl Scratch {
@@ -132,11 +130,9 @@ impl Scratch {
             qkv: buf("qkv", if with_qkv { 3 * d } else { 1 }),
             q: buf("q", d),
             ctx: buf("ctx", d),
-            o: buf("o", d),
             x1: buf("x1", d),
             x2: buf("x2", d),
             h: buf("h", d_ff),
-            f: buf("f", d),
         }
     }
 }
@@ -200,7 +196,7 @@ impl Engine {
         let kernels = Kernels {
             matmul: MatmulQ8::new(&gpu, Activation::None).await?,
             matmul_relu: MatmulQ8::new(&gpu, Activation::Relu).await?,
-            add_layernorm: AddLayerNorm::new(&gpu).await?,
+            matmul_norm: MatmulQ8Norm::new(&gpu, config.d_model).await?,
             embed: Embed::new(&gpu).await?,
             attention: Attention::new(&gpu, config.d_model / config.n_heads).await?,
             logits_topk: LogitsTopK::new(&gpu).await?,
@@ -265,26 +261,30 @@ impl Engine {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn add_norm(
+    /// `y = LayerNorm(x · Wᵀ + b + residual)`: a sublayer's output projection with the
+    /// residual + post-LayerNorm that closes it.
+    #[allow(clippy::too_many_arguments)]
+    fn project_norm(
         &self,
         e: &mut wgpu::CommandEncoder,
         x: &wgpu::Buffer,
+        w: &GpuQ8Matrix,
         residual: &wgpu::Buffer,
         norm: &Norm,
         y: &wgpu::Buffer,
         rows: usize,
     ) -> Result<(), GpuError> {
-        self.kernels.add_layernorm.encode(
+        self.kernels.matmul_norm.encode(
             &self.gpu,
             e,
-            &AddLayerNormArgs {
+            &MatmulQ8NormArgs {
                 x,
+                w,
                 residual,
                 gamma: &norm.gamma,
                 beta: &norm.beta,
                 y,
-                rows,
-                d_model: self.config.d_model,
+                m: rows,
                 eps: self.config.layer_norm_eps as f32,
             },
         )
@@ -380,12 +380,10 @@ impl Engine {
         for layer in &w.encoder {
             let a = &layer.self_attn;
             self.fused_self_attention(e, a, s, &shape, key_len)?;
-            self.matmul(e, &s.ctx, &a.output, &s.o, rows)?;
-            self.add_norm(e, &s.o, &s.x, &layer.norm1, &s.x1, rows)?;
+            self.project_norm(e, &s.ctx, &a.output, &s.x, &layer.norm1, &s.x1, rows)?;
             k.matmul_relu
                 .encode(gpu, e, &s.x1, &layer.ffn.linear1, &s.h, rows)?;
-            self.matmul(e, &s.h, &layer.ffn.linear2, &s.f, rows)?;
-            self.add_norm(e, &s.f, &s.x1, &layer.norm2, &s.x, rows)?;
+            self.project_norm(e, &s.h, &layer.ffn.linear2, &s.x1, &layer.norm2, &s.x, rows)?;
         }
         for (layer, kv) in w.decoder.iter().zip(cross) {
             self.matmul(e, &s.x, &layer.cross_attn.kv, kv, rows)?;
@@ -470,8 +468,7 @@ impl Engine {
                 )?;
             }
         }
-        self.matmul(e, &s.ctx, &a.output, &s.o, rows)?;
-        self.add_norm(e, &s.o, &s.x, &layer.norm1, &s.x1, rows)?;
+        self.project_norm(e, &s.ctx, &a.output, &s.x, &layer.norm1, &s.x1, rows)?;
         let c = &layer.cross_attn;
         self.matmul(e, &s.x1, &c.query, &s.q, rows)?;
         k.attention.encode(
@@ -488,12 +485,10 @@ impl Engine {
                 context: &s.ctx,
             },
         )?;
-        self.matmul(e, &s.ctx, &c.output, &s.o, rows)?;
-        self.add_norm(e, &s.o, &s.x1, &layer.norm2, &s.x2, rows)?;
+        self.project_norm(e, &s.ctx, &c.output, &s.x1, &layer.norm2, &s.x2, rows)?;
         k.matmul_relu
             .encode(gpu, e, &s.x2, &layer.ffn.linear1, &s.h, rows)?;
-        self.matmul(e, &s.h, &layer.ffn.linear2, &s.f, rows)?;
-        self.add_norm(e, &s.f, &s.x2, &layer.norm3, &s.x, rows)
+        self.project_norm(e, &s.h, &layer.ffn.linear2, &s.x2, &layer.norm3, &s.x, rows)
     }
 
     /// The decoder over a whole target prefix at once for sentence `i` of `encoded`:
@@ -832,5 +827,7 @@ pub struct Translation {
     pub timings: Timings,
 }
 
+#[cfg(test)]
+mod profile_tmp;
 #[cfg(test)]
 mod tests;

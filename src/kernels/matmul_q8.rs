@@ -46,7 +46,7 @@ pub struct GpuQ8Matrix {
     pub stride: usize,
     pub(crate) packed: wgpu::Buffer,
     pub(crate) scale: wgpu::Buffer,
-    bias: wgpu::Buffer,
+    pub(crate) bias: wgpu::Buffer,
 }
 
 impl GpuQ8Matrix {
@@ -244,7 +244,7 @@ pub async fn matmul_q8(
     gpu.read_f32(&y).await
 }
 
-fn check_shape(m: usize, n: usize, k: usize) -> Result<(), GpuError> {
+pub(crate) fn check_shape(m: usize, n: usize, k: usize) -> Result<(), GpuError> {
     if !k.is_multiple_of(4) {
         return Err(GpuError::shape(
             NAME,

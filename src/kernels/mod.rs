@@ -2,19 +2,19 @@
 //! giving its bindings and shapes) and a `name.rs` driver (parameters, validation, dispatch).
 //! Every kernel has a plain-Rust twin in [`crate::reference`] with the same name.
 
-pub mod add_layernorm;
 pub mod attention;
 pub mod embed;
 pub mod logits_topk;
 pub mod matmul_q8;
+pub mod matmul_q8_norm;
 
 /// Every kernel's WGSL source by name, for tests that check all shaders at once.
 pub const ALL: &[(&str, &str)] = &[
-    (add_layernorm::NAME, add_layernorm::SOURCE),
     (attention::NAME, attention::SOURCE),
     (embed::NAME, embed::SOURCE),
     (logits_topk::NAME, logits_topk::SOURCE),
     (matmul_q8::NAME, matmul_q8::SOURCE),
+    (matmul_q8_norm::NAME, matmul_q8_norm::SOURCE),
 ];
 
 #[cfg(test)]
