@@ -4,14 +4,20 @@
 //! backend (greedy), optionally the burn model on burn-wgpu on the same adapter as the engine
 //! (greedy; `--burn-wgpu`, its shader compilation is excluded from the timing: one untimed
 //! warm-up sentence first) and optionally CTranslate2 int8 on the CPU (`--ctranslate2`, via
-//! `scripts/ctranslate2_bench.py`). Every row translates the same lines; greedy rows use no
-//! repetition penalty so that all engines compute the same thing. Prints a table and the ratios,
-//! and writes JSON with `--json`. Target tokens are counted without EOS. This is a measurement,
-//! not a test: figures vary with the load of the machine, so compare rows of one run.
+//! `scripts/ctranslate2_bench.py`) and optionally our page in headless Chromium with SwiftShader
+//! WebGPU, greedy and beam 4 with the native rows' options (`--browser`, via
+//! `scripts/page_bench.mjs`: the trunk build in `dist/` loads `--model` through its own model
+//! picker and worker; model load and one untimed warm-up sentence are excluded; the time per line
+//! is the page's round trip to its worker; peak memory is Chromium's GPU process plus the page's
+//! renderer, from /proc). Every row translates the same lines, one line at a time; greedy rows
+//! use no repetition penalty so that all engines compute the same thing. Prints a table and the
+//! ratios, and writes JSON with `--json`. Target tokens are counted without EOS. This is a
+//! measurement, not a test: figures vary with the load of the machine, so compare rows of one
+//! run.
 
 use clap::Parser;
-use serde::Serialize;
-use std::path::PathBuf;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use webnmt::gpu::{Gpu, GpuCounts};
 use webnmt::infer::{Engine, TranslateOptions, now_ms};
@@ -19,7 +25,8 @@ use webnmt::model::{Transformer, translate_text};
 use webnmt::search::SearchOptions;
 use webnmt::weights::Bundle;
 
-/// Benchmark the GPU engine against burn (flex CPU, wgpu) and CTranslate2 on one test file.
+/// Benchmark the GPU engine against burn (flex CPU, wgpu), CTranslate2 and our page in
+/// Chromium on one test file.
 #[derive(Parser, Debug)]
 #[command(version, about)]
 struct Args {
@@ -41,13 +48,17 @@ struct Args {
     /// Also run CTranslate2 (needs the venv of `scripts/ctranslate2_bench.py --setup`).
     #[arg(long)]
     ctranslate2: bool,
+    /// Also run our page (`dist/`, from `trunk build --config trunk.toml`) in headless Chromium
+    /// with SwiftShader WebGPU, greedy and beam 4 (needs node and `npm ci` in `tests/`).
+    #[arg(long)]
+    browser: bool,
     /// Write every row as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
 }
 
-/// One engine and setting, measured.
-#[derive(Clone, Debug, Default, Serialize)]
+/// One engine and setting, measured. `scripts/page_bench.mjs` writes the same fields.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
 struct Row {
     name: String,
     sentences: usize,
@@ -56,9 +67,11 @@ struct Row {
     target_tokens_per_sec: f64,
     p50_ms: f64,
     p95_ms: f64,
-    /// Process peak resident memory after this row (cumulative over the run), MiB.
-    peak_rss_mib: f64,
-    /// Our engine only: per decoder step.
+    /// Peak resident memory after this row (cumulative over the run), MiB: of this process,
+    /// of CTranslate2's, or for the page Chromium's GPU process plus the page's renderer; `None`
+    /// where it was not measured.
+    peak_rss_mib: Option<f64>,
+    /// Our engine only (natively and in the page): per decoder step.
     steps: usize,
     dispatches_per_step: Option<f64>,
     submits_per_step: Option<f64>,
@@ -78,7 +91,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn peak_rss_mib() -> f64 {
+fn peak_rss_mib() -> Option<f64> {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
@@ -86,7 +99,7 @@ fn peak_rss_mib() -> f64 {
                 .find_map(|l| l.strip_prefix("VmHWM:"))
                 .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
         })
-        .map_or(0.0, |kb| kb / 1024.0)
+        .map(|kb| kb / 1024.0)
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -119,6 +132,22 @@ fn greedy() -> SearchOptions {
         repetition_penalty: 1.0,
         ..SearchOptions::greedy()
     }
+}
+
+/// Our engine's settings, by label: its native rows run all three, the page the first two.
+fn settings() -> [(&'static str, SearchOptions); 3] {
+    [
+        ("greedy", greedy()),
+        (
+            "beam 4",
+            SearchOptions {
+                beam: 4,
+                groups: 1,
+                ..SearchOptions::default()
+            },
+        ),
+        ("beam 8 (4 groups)", SearchOptions::default()),
+    ]
 }
 
 async fn engine_row(
@@ -250,11 +279,77 @@ fn ctranslate2_rows(args: &Args) -> Result<Vec<Row>, String> {
                 target_tokens_per_sec: f("target_tokens_per_s"),
                 p50_ms: f("p50_ms"),
                 p95_ms: f("p95_ms"),
-                peak_rss_mib: f("peak_rss_mib"),
+                peak_rss_mib: r["peak_rss_mib"].as_f64(),
                 ..Default::default()
             }
         })
         .collect())
+}
+
+/// What `scripts/page_bench.mjs` prints: the browser, its WebGPU adapter and one row per setting.
+#[derive(Debug, Deserialize)]
+struct PageRun {
+    /// Chromium's version.
+    browser: String,
+    /// The page's `GPUAdapterInfo` (vendor, architecture, device, description).
+    adapter: serde_json::Value,
+    lines: usize,
+    rows: Vec<Row>,
+}
+
+/// Runs `node scripts/page_bench.mjs` with `script_args` and returns its stdout; its progress
+/// and errors go straight to our stderr.
+fn page_bench(script_args: &[&std::ffi::OsStr]) -> Result<Vec<u8>, String> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/page_bench.mjs");
+    let output = std::process::Command::new("node")
+        .arg(&script)
+        .args(script_args)
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                "node is not installed (--browser runs scripts/page_bench.mjs with it): install \
+                 Node.js 20 or later (Debian: apt-get install nodejs npm), then run \
+                 `scripts/setup.sh test` for Chromium and playwright-core"
+                    .to_string()
+            } else {
+                format!("cannot run node: {e}")
+            }
+        })?;
+    if !output.status.success() {
+        return Err(format!(
+            "{} failed ({}); its message is above",
+            script.display(),
+            output.status
+        ));
+    }
+    Ok(output.stdout)
+}
+
+/// Our page in headless Chromium (SwiftShader WebGPU) with `settings`, through
+/// `scripts/page_bench.mjs`.
+fn page_rows(args: &Args, settings: &[(&str, SearchOptions)]) -> Result<PageRun, String> {
+    let rows: Vec<_> = settings
+        .iter()
+        .map(|(label, search)| serde_json::json!({ "label": label, "search": search }))
+        .collect();
+    let (limit, rows) = (
+        args.limit.to_string(),
+        serde_json::Value::from(rows).to_string(),
+    );
+    let stdout = page_bench(&[
+        "--model".as_ref(),
+        args.model.as_os_str(),
+        "--src".as_ref(),
+        args.src.as_os_str(),
+        "--limit".as_ref(),
+        limit.as_ref(),
+        "--rows".as_ref(),
+        rows.as_ref(),
+    ])?;
+    serde_json::from_slice(&stdout)
+        .map_err(|e| format!("cannot read the rows of scripts/page_bench.mjs: {e}"))
 }
 
 fn print_table(rows: &[Row]) {
@@ -276,13 +371,13 @@ fn print_table(rows: &[Row]) {
     let opt = |v: Option<f64>, prec: usize| v.map_or("-".into(), |x| format!("{x:.prec$}"));
     for r in rows {
         println!(
-            "{:<34} {:>8.2} {:>9.1} {:>8.1} {:>8.1} {:>8.0} {:>7} {:>7} {:>7} {:>9} {:>9} {:>8}",
+            "{:<34} {:>8.2} {:>9.1} {:>8.1} {:>8.1} {:>8} {:>7} {:>7} {:>7} {:>9} {:>9} {:>8}",
             r.name,
             r.sentences_per_sec,
             r.target_tokens_per_sec,
             r.p50_ms,
             r.p95_ms,
-            r.peak_rss_mib,
+            opt(r.peak_rss_mib, 0),
             opt(r.dispatches_per_step, 1),
             opt(r.submits_per_step, 2),
             opt(r.bytes_read_per_step, 0),
@@ -298,6 +393,14 @@ async fn run(args: Args) -> Result<(), String> {
         .map_err(|e| format!("cannot read {}: {e}", args.src.display()))?;
     let lines: Vec<String> = text.lines().take(args.limit).map(str::to_string).collect();
     let bundle = Bundle::from_dir(&args.model).map_err(|e| e.to_string())?;
+    if args.browser {
+        // Node, Chromium, playwright-core and dist/ before the native rows, not after them.
+        page_bench(&[
+            "--check".as_ref(),
+            "--model".as_ref(),
+            args.model.as_os_str(),
+        ])?;
+    }
     let gpu = Gpu::new().await.map_err(|e| e.to_string())?;
     let adapter = gpu.adapter().name.clone();
     eprintln!("{} lines; our engine on {adapter}", lines.len());
@@ -315,21 +418,11 @@ async fn run(args: Args) -> Result<(), String> {
             .map_err(|e| e.to_string())?;
     }
     let mut rows = Vec::new();
-    let settings = [
-        ("ours, greedy", greedy()),
-        (
-            "ours, beam 4",
-            SearchOptions {
-                beam: 4,
-                groups: 1,
-                ..SearchOptions::default()
-            },
-        ),
-        ("ours, beam 8 (4 groups)", SearchOptions::default()),
-    ];
-    for (name, search) in settings {
+    let settings = settings();
+    for (label, search) in settings.clone() {
+        let name = format!("ours, {label}");
         eprintln!("{name} …");
-        rows.push(engine_row(&engine, &lines, name, search).await?);
+        rows.push(engine_row(&engine, &lines, &name, search).await?);
     }
     if !args.skip_burn_flex {
         eprintln!("burn flex (CPU), greedy …");
@@ -357,13 +450,39 @@ async fn run(args: Args) -> Result<(), String> {
         eprintln!("CTranslate2 …");
         rows.extend(ctranslate2_rows(&args)?);
     }
+    let page = if args.browser {
+        eprintln!("our page in headless Chromium (SwiftShader WebGPU) …");
+        let page = page_rows(&args, &settings[..2])?;
+        if page.lines != lines.len() {
+            return Err(format!(
+                "scripts/page_bench.mjs read {} lines of {}, bench {}",
+                page.lines,
+                args.src.display(),
+                lines.len()
+            ));
+        }
+        Some(page)
+    } else {
+        None
+    };
+    let others = rows.len();
+    rows.extend(page.iter().flat_map(|p| p.rows.iter().cloned()));
     print_table(&rows);
     let ours = rows[0].sentences_per_sec;
-    for r in &rows[3..] {
+    for r in &rows[3..others] {
         println!(
             "ours greedy / {}: {:.2}× (sentences per second)",
             r.name,
             ours / r.sentences_per_sec.max(1e-9)
+        );
+    }
+    // The page beside the same setting of our engine natively (rows[i] is settings[i]).
+    for (i, r) in rows[others..].iter().enumerate() {
+        println!(
+            "{} / {} (native): {:.2}× (sentences per second)",
+            r.name,
+            rows[i].name,
+            r.sentences_per_sec / rows[i].sentences_per_sec.max(1e-9)
         );
     }
     if let Some(path) = &args.json {
@@ -372,6 +491,10 @@ async fn run(args: Args) -> Result<(), String> {
             "src": args.src,
             "lines": lines.len(),
             "adapter": adapter,
+            "browser": page.as_ref().map(|p| serde_json::json!({
+                "chromium": p.browser,
+                "adapter": p.adapter,
+            })),
             "rows": rows,
         });
         std::fs::write(
