@@ -828,6 +828,4 @@ pub struct Translation {
 }
 
 #[cfg(test)]
-mod profile_tmp;
-#[cfg(test)]
 mod tests;
