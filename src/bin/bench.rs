@@ -9,7 +9,11 @@
 //! `scripts/page_bench.mjs`: the trunk build in `dist/` loads `--model` through its own model
 //! picker and worker; model load and one untimed warm-up sentence are excluded; the time per line
 //! is the page's round trip to its worker; peak memory is Chromium's GPU process plus the page's
-//! renderer, from /proc). Every row translates the same lines, one line at a time; greedy rows
+//! renderer, from /proc). With `--browser`, our engine also runs natively on the same
+//! SwiftShader Vulkan driver the page uses (Chromium's `vk_swiftshader_icd.json`, in a child
+//! process of bench), so that page / native on one driver shows the wasm and WebGPU overhead
+//! apart from the difference between CPU drivers. Every row translates the same lines, one line
+//! at a time; greedy rows
 //! use no repetition penalty so that all engines compute the same thing. Prints a table and the
 //! ratios, and writes JSON with `--json`. Target tokens are counted without EOS. This is a
 //! measurement, not a test: figures vary with the load of the machine, so compare rows of one
@@ -52,6 +56,10 @@ struct Args {
     /// with SwiftShader WebGPU, greedy and beam 4 (needs node and `npm ci` in `tests/`).
     #[arg(long)]
     browser: bool,
+    /// Internal, for `--browser`: print only our engine's greedy and beam-4 rows, as JSON on
+    /// stdout (bench runs itself so on SwiftShader's Vulkan driver).
+    #[arg(long, hide = true)]
+    engine_rows_json: bool,
     /// Write every row as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -352,6 +360,63 @@ fn page_rows(args: &Args, settings: &[(&str, SearchOptions)]) -> Result<PageRun,
         .map_err(|e| format!("cannot read the rows of scripts/page_bench.mjs: {e}"))
 }
 
+/// Chromium's SwiftShader Vulkan driver: `SWIFTSHADER_ICD`, else Debian's chromium's.
+fn swiftshader_icd() -> PathBuf {
+    std::env::var_os("SWIFTSHADER_ICD").map_or_else(
+        || PathBuf::from("/usr/lib/chromium/vk_swiftshader_icd.json"),
+        PathBuf::from,
+    )
+}
+
+/// Our engine's greedy and beam-4 rows on SwiftShader's Vulkan driver (the page's), from a
+/// child process of this binary with the Vulkan loader pointed at that driver. None when the
+/// driver is not there (said on stderr).
+fn swiftshader_rows(args: &Args) -> Result<Vec<Row>, String> {
+    let icd = swiftshader_icd();
+    if !icd.is_file() {
+        eprintln!(
+            "note: {} is missing (set SWIFTSHADER_ICD to Chromium's vk_swiftshader_icd.json): \
+             no native rows on the page's driver",
+            icd.display()
+        );
+        return Ok(Vec::new());
+    }
+    eprintln!("our engine natively on SwiftShader ({}) …", icd.display());
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find bench itself: {e}"))?;
+    let output = std::process::Command::new(exe)
+        .args(["--model".as_ref(), args.model.as_os_str()])
+        .args(["--src".as_ref(), args.src.as_os_str()])
+        .args(["--limit", &args.limit.to_string(), "--engine-rows-json"])
+        .env("VK_DRIVER_FILES", &icd)
+        .env("VK_ICD_FILENAMES", &icd)
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|e| format!("cannot run bench on SwiftShader: {e}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "bench on SwiftShader failed ({}); its message is above",
+            output.status
+        ));
+    }
+    #[derive(Deserialize)]
+    struct Child {
+        adapter: String,
+        rows: Vec<Row>,
+    }
+    let child: Child = serde_json::from_slice(&output.stdout)
+        .map_err(|e| format!("cannot read the rows of bench on SwiftShader: {e}"))?;
+    eprintln!("(native on SwiftShader: {})", child.adapter);
+    Ok(child
+        .rows
+        .into_iter()
+        .map(|r| Row {
+            name: r.name.replacen("ours,", "ours native on SwiftShader,", 1),
+            ..r
+        })
+        .collect())
+}
+
 fn print_table(rows: &[Row]) {
     println!(
         "{:<34} {:>8} {:>9} {:>8} {:>8} {:>8} {:>7} {:>7} {:>7} {:>9} {:>9} {:>8}",
@@ -419,6 +484,16 @@ async fn run(args: Args) -> Result<(), String> {
     }
     let mut rows = Vec::new();
     let settings = settings();
+    if args.engine_rows_json {
+        for (label, search) in settings[..2].iter().cloned() {
+            rows.push(engine_row(&engine, &lines, &format!("ours, {label}"), search).await?);
+        }
+        println!(
+            "{}",
+            serde_json::json!({ "adapter": adapter, "rows": rows })
+        );
+        return Ok(());
+    }
     for (label, search) in settings.clone() {
         let name = format!("ours, {label}");
         eprintln!("{name} …");
@@ -465,8 +540,15 @@ async fn run(args: Args) -> Result<(), String> {
     } else {
         None
     };
+    let same_driver = if args.browser {
+        swiftshader_rows(&args)?
+    } else {
+        Vec::new()
+    };
     let others = rows.len();
     rows.extend(page.iter().flat_map(|p| p.rows.iter().cloned()));
+    let pages = rows.len();
+    rows.extend(same_driver);
     print_table(&rows);
     let ours = rows[0].sentences_per_sec;
     for r in &rows[3..others] {
@@ -476,14 +558,17 @@ async fn run(args: Args) -> Result<(), String> {
             ours / r.sentences_per_sec.max(1e-9)
         );
     }
-    // The page beside the same setting of our engine natively (rows[i] is settings[i]).
-    for (i, r) in rows[others..].iter().enumerate() {
-        println!(
-            "{} / {} (native): {:.2}× (sentences per second)",
-            r.name,
-            rows[i].name,
-            r.sentences_per_sec / rows[i].sentences_per_sec.max(1e-9)
-        );
+    // The page beside the same setting of our engine natively (rows[i] is settings[i]) and,
+    // where it ran, natively on the page's driver (rows[pages + i]).
+    for (i, r) in rows[others..pages].iter().enumerate() {
+        for native in [Some(&rows[i]), rows.get(pages + i)].into_iter().flatten() {
+            println!(
+                "{} / {}: {:.2}× (sentences per second)",
+                r.name,
+                native.name,
+                r.sentences_per_sec / native.sentences_per_sec.max(1e-9)
+            );
+        }
     }
     if let Some(path) = &args.json {
         let json = serde_json::json!({
