@@ -6,7 +6,8 @@
 // `window` generated tokens has its log-prob multiplied by `penalty`. Order: descending
 // log-prob, ties by ascending token id (as search::top_k).
 //
-// One workgroup of 128 invocations handles one row: two reductions give the log-sum-exp, each
+// One workgroup of 128 invocations handles one row: one pass keeps each invocation's running
+// max and sum of exponentials, one reduction of those pairs gives the log-sum-exp, each
 // invocation keeps the top k of its strided share of the vocabulary, and seven rounds of
 // pairwise merges in workgroup memory reduce the 128 short lists to one. k ≤ K_MAX. The row's
 // history is first marked in a bitmap in workgroup memory (token ids below BITMAP_TOKENS), so
@@ -34,7 +35,8 @@ const WG: u32 = 128u;
 const K_MAX: u32 = 8u;
 const NONE: u32 = 0xffffffffu;
 
-var<workgroup> reduce_buf: array<f32, WG>;
+var<workgroup> max_buf: array<f32, WG>;
+var<workgroup> sum_buf: array<f32, WG>;
 var<workgroup> cand_score: array<f32, 1024>; // WG * K_MAX
 var<workgroup> cand_id: array<u32, 1024>;
 const BITMAP_TOKENS: u32 = 32768u;
@@ -46,19 +48,22 @@ fn before(sa: f32, ia: u32, sb: f32, ib: u32) -> bool {
     return sa > sb || (sa == sb && ia < ib);
 }
 
-fn reduce(lid: u32, value: f32, is_max: bool) -> f32 {
-    reduce_buf[lid] = value;
+// The row's log-sum-exp from every invocation's (max m, sum of exp(v − m)) over its share.
+fn log_sum_exp(lid: u32, m: f32, sum: f32) -> f32 {
+    max_buf[lid] = m;
+    sum_buf[lid] = sum;
     workgroupBarrier();
     for (var stride = WG / 2u; stride > 0u; stride >>= 1u) {
         if (lid < stride) {
-            let other = reduce_buf[lid + stride];
-            reduce_buf[lid] = select(reduce_buf[lid] + other, max(reduce_buf[lid], other), is_max);
+            let m1 = max_buf[lid];
+            let m2 = max_buf[lid + stride];
+            let top = max(m1, m2);
+            sum_buf[lid] = sum_buf[lid] * exp(m1 - top) + sum_buf[lid + stride] * exp(m2 - top);
+            max_buf[lid] = top;
         }
         workgroupBarrier();
     }
-    let result = reduce_buf[0];
-    workgroupBarrier();
-    return result;
+    return max_buf[0] + log(sum_buf[0]);
 }
 
 // Token `token` of `row` is in the repetition window: one bit test for ids in the bitmap.
@@ -98,15 +103,17 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) loca
     }
 
     var local_max = -3.0e38;
-    for (var t = lid; t < params.vocab; t += WG) {
-        local_max = max(local_max, logits[base + t]);
-    }
-    let row_max = reduce(lid, local_max, true);
     var local_sum = 0.0;
     for (var t = lid; t < params.vocab; t += WG) {
-        local_sum += exp(logits[base + t] - row_max);
+        let v = logits[base + t];
+        if (v > local_max) {
+            local_sum = local_sum * exp(local_max - v) + 1.0;
+            local_max = v;
+        } else {
+            local_sum += exp(v - local_max);
+        }
     }
-    let log_sum = row_max + log(reduce(lid, local_sum, false));
+    let log_sum = log_sum_exp(lid, local_max, local_sum);
 
     // This invocation's top k, best first.
     var best_score: array<f32, K_MAX>;
