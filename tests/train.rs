@@ -344,3 +344,84 @@ fn split_only_writes_the_same_held_out_files_every_time_and_trains_nothing() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The metrics rows as (step, train loss, validation loss) where a validation ran.
+fn losses(run: &Path) -> Vec<(usize, f64, Option<f64>)> {
+    let csv = std::fs::read_to_string(run.join("metrics.csv")).expect("metrics.csv");
+    csv.lines()
+        .skip(1)
+        .map(|l| {
+            let cols: Vec<&str> = l.split(',').collect();
+            (
+                cols[0].parse().expect("step"),
+                cols[3].parse().expect("loss"),
+                cols[5].parse().ok(),
+            )
+        })
+        .collect()
+}
+
+/// `--devices cpu,wgpu-cpu`: burn flex and burn-wgpu on the machine's adapter (lavapipe in CI)
+/// train data-parallel, one batch each per step, their gradients summed on the main device.
+/// Without dropout that must follow the curve of one device accumulating the same two batches
+/// per step, and each device must have trained on its half of the batches.
+#[test]
+fn two_devices_train_like_one_device_accumulating_their_batches() {
+    let test = "two_devices_train_like_one_device_accumulating_their_batches";
+    if webnmt::gpu::testing::gpu_or_skip(test).is_none() {
+        return;
+    }
+    let dir = scratch("devices");
+    let (src, tgt) = fixture_corpus();
+    let config = write_config(&dir, 4, 4, (&src, &tgt));
+    let text = std::fs::read_to_string(&config).expect("config");
+    let text = text
+        .replace("preset = \"tiny\"", "preset = \"tiny\"\ndropout = 0.0")
+        .replace("log_every = 10", "log_every = 2");
+    std::fs::write(&config, text).expect("config");
+    let run = |devices: &str, accum: &str, run_dir: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_train"))
+            .args(["--devices", devices, "--accum-steps", accum, "--run-dir"])
+            .arg(dir.join(run_dir))
+            .arg("--config")
+            .arg(&config)
+            // burn-wgpu's full autotuning on a CPU adapter would take minutes.
+            .env("CUBECL_AUTOTUNE_LEVEL", "minimal")
+            .output()
+            .expect("train runs");
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(out.status.success(), "train --devices {devices}:\n{stderr}");
+        (losses(&dir.join(run_dir)), stderr)
+    };
+    let (two, stderr) = run("cpu,wgpu-cpu", "1", "two");
+    let (one, _) = run("cpu", "2", "one");
+    let counts = stderr
+        .lines()
+        .find(|l| l.starts_with("batches per device: "))
+        .unwrap_or_else(|| panic!("no per-device count in:\n{stderr}"));
+    assert!(
+        counts.contains("Flex") && counts.contains("Wgpu") && counts.matches(" 4").count() == 2,
+        "{counts}"
+    );
+    assert_eq!(two.len(), 2, "{two:?}");
+    assert_eq!(
+        one.iter().map(|r| r.0).collect::<Vec<_>>(),
+        two.iter().map(|r| r.0).collect::<Vec<_>>()
+    );
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-4 * a.abs().max(1.0);
+    for (a, b) in one.iter().zip(&two) {
+        assert!(
+            close(a.1, b.1),
+            "train loss at step {}: {} vs {}",
+            a.0,
+            a.1,
+            b.1
+        );
+        match (a.2, b.2) {
+            (None, None) => {}
+            (Some(x), Some(y)) => assert!(close(x, y), "val loss at step {}: {x} vs {y}", a.0),
+            other => panic!("validation rows differ at step {}: {other:?}", a.0),
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

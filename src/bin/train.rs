@@ -8,6 +8,7 @@
 use clap::{Parser, ValueEnum};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use webnmt::train::devices::parse_devices;
 use webnmt::train::run::{RunConfig, export_only, prepare_data, run};
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -40,6 +41,13 @@ struct Args {
     /// Where to train.
     #[arg(long, value_enum, default_value = "auto")]
     device: DeviceChoice,
+    /// Data-parallel training on several devices, comma-separated, the first one main
+    /// (optimizer, validation, checkpoints): cpu, gpu, gpu:N (N-th discrete GPU), igpu:N,
+    /// wgpu-cpu (a CPU-emulated adapter, for tests). Each optimizer step then takes
+    /// accum_steps batches per device, run at once, with their gradients summed on the main
+    /// device (burn's multi-device scheme). Replaces --device.
+    #[arg(long, conflicts_with = "device")]
+    devices: Option<String>,
     /// Override run_dir.
     #[arg(long)]
     run_dir: Option<PathBuf>,
@@ -133,17 +141,35 @@ fn train(args: Args) -> Result<(), String> {
         eprintln!("data split written to {}", config.run_dir.display());
         return Ok(());
     }
-    let device = pick_device(args.device);
+    let devices = match &args.devices {
+        Some(list) => {
+            let devices = parse_devices(list)?;
+            if devices[0] == burn::tensor::Device::flex() {
+                pin_default_to_flex();
+            }
+            eprintln!("training on {} devices: {list}", devices.len());
+            devices
+        }
+        None => vec![pick_device(args.device)],
+    };
     if args.export_only {
-        export_only(&config, &device).map_err(|e| e.to_string())?;
+        export_only(&config, &devices[0]).map_err(|e| e.to_string())?;
         eprintln!(
             "bundle written to {}",
             config.run_dir.join("bundle").display()
         );
         return Ok(());
     }
-    let summary = run(&config, &device, args.resume).map_err(|e| e.to_string())?;
+    let summary = run(&config, &devices, args.resume).map_err(|e| e.to_string())?;
     let s = &summary.state;
+    if devices.len() > 1 {
+        let counts: Vec<String> = devices
+            .iter()
+            .zip(&summary.device_batches)
+            .map(|(d, n)| format!("{d:?} {n}"))
+            .collect();
+        eprintln!("batches per device: {}", counts.join(", "));
+    }
     eprintln!(
         "done: {} steps, {} epochs, best validation loss {}, {:.0} s; bundle in {}",
         s.step,
@@ -167,10 +193,14 @@ fn pick_device(choice: DeviceChoice) -> burn::tensor::Device {
         return burn::tensor::Device::wgpu(burn::tensor::DeviceKind::DefaultDevice);
     }
     eprintln!("training on the CPU (burn flex); --device gpu uses a GPU");
-    // burn creates restored optimizer state on its default device, which is wgpu when compiled
-    // in (lavapipe here: minutes of shader compilation). Pin the default to flex.
-    // SAFETY: no thread of this process reads the environment concurrently: training has not
-    // started and the adapter probe above has returned.
-    unsafe { std::env::set_var("BURN_DEVICE", "flex") };
+    pin_default_to_flex();
     burn::tensor::Device::flex()
+}
+
+/// burn creates restored optimizer state on its default device, which is wgpu when compiled in
+/// (lavapipe here: minutes of shader compilation). Pins the default to flex.
+fn pin_default_to_flex() {
+    // SAFETY: no thread of this process reads the environment concurrently: training has not
+    // started and the adapter probe has returned.
+    unsafe { std::env::set_var("BURN_DEVICE", "flex") };
 }

@@ -9,6 +9,7 @@
 
 pub mod checkpoint;
 pub mod clip;
+pub mod devices;
 pub mod loss;
 pub mod metrics;
 pub mod run;
@@ -20,7 +21,7 @@ use crate::eval;
 use crate::model::{Transformer, greedy_decode};
 use crate::tokenizer::Tokenizer;
 use burn::module::Module;
-use burn::optim::{AdamConfig, GradientsAccumulator, GradientsParams, ModuleOptimizer};
+use burn::optim::{AdamConfig, GradientsAccumulator, ModuleOptimizer};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use checkpoint::{Checkpoints, write_atomic};
 use metrics::MetricsRow;
@@ -115,6 +116,10 @@ pub enum TrainError {
     CheckpointIo(#[from] std::io::Error),
     #[error("the training loss became {0} (not a number); lower lr_factor or raise warmup_steps")]
     Diverged(f32),
+    #[error(
+        "training failed on device {0}; check that the device works (or leave it out of --devices)"
+    )]
+    Device(String),
 }
 
 /// Progress of a run: saved in every checkpoint as `state.json`.
@@ -137,6 +142,8 @@ pub struct TrainState {
 #[derive(Clone, Debug, Serialize)]
 pub struct TrainSummary {
     pub state: TrainState,
+    /// Batches each device trained on in this invocation, in `--devices` order.
+    pub device_batches: Vec<u64>,
     /// The best (lowest validation loss) weights, `best/model.bpk` in the run directory.
     pub best_model: PathBuf,
 }
@@ -241,15 +248,23 @@ fn validate(
 
 /// Trains `config` on `data`, writing checkpoints, `best/`, `metrics.csv` and `metrics.svg`
 /// under `run_dir`. With `resume`, continues from the newest complete checkpoint there.
+///
+/// With several `devices` (the first is the main one: optimizer, validation, checkpoints) each
+/// optimizer step takes `accum_steps` batches per device, run in parallel (see [`devices`]).
 pub fn train(
     config: &ModelConfig,
     options: &TrainOptions,
     data: &TrainData<'_>,
     run_dir: &Path,
-    device: &Device,
+    devices: &[Device],
     resume: bool,
 ) -> Result<TrainSummary, TrainError> {
     options.validate()?;
+    let Some(device) = devices.first() else {
+        return Err(TrainError::Options("no training device given".into()));
+    };
+    let workers: Vec<Device> = devices.iter().map(|d| d.clone().autodiff()).collect();
+    let batches_per_step = options.accum_steps * workers.len();
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source| TrainError::Io { path, source }
@@ -308,13 +323,14 @@ pub fn train(
     if let Some(reason) = &state.stopped {
         return Ok(TrainSummary {
             state: state.clone(),
+            device_batches: vec![0; workers.len()],
             best_model: best_dir.join("model.bpk"),
         })
         .inspect(|_| eprintln!("this run already finished ({reason}); nothing to resume"));
     }
 
     let batches_per_epoch = data.train.plan(0).len();
-    let steps_per_epoch = batches_per_epoch.div_ceil(options.accum_steps).max(1);
+    let steps_per_epoch = batches_per_epoch.div_ceil(batches_per_step).max(1);
     let total_steps = match (options.max_steps, options.max_epochs) {
         (0, e) => e * steps_per_epoch,
         (s, 0) => s,
@@ -336,29 +352,49 @@ pub fn train(
     let mut window_start = Instant::now();
     let mut accumulator = GradientsAccumulator::<Transformer>::new();
     let mut pending = 0usize;
+    let mut device_batches = vec![0u64; workers.len()];
     'epochs: loop {
-        for batch in data.train.epoch(state.epoch as u64, state.batch_in_epoch) {
-            device.seed(
-                options.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15)
-                    ^ (state.step * options.accum_steps + pending) as u64,
-            );
-            let loss = batch_loss(&model, &batch, options.label_smoothing, &device);
-            let value = loss.clone().into_scalar::<f32>();
-            if !value.is_finite() {
-                return Err(TrainError::Diverged(value));
+        let mut batches = data.train.epoch(state.epoch as u64, state.batch_in_epoch);
+        loop {
+            // One batch per device, never past the end of the optimizer step.
+            let round: Vec<Batch> = batches
+                .by_ref()
+                .take(workers.len().min(batches_per_step - pending))
+                .collect();
+            if round.is_empty() {
+                break;
             }
-            let grads = GradientsParams::from_grads(
-                loss.div_scalar(options.accum_steps as f64).backward(),
+            let jobs: Vec<devices::Job<'_>> = round
+                .iter()
+                .enumerate()
+                .map(|(i, batch)| devices::Job {
+                    batch,
+                    seed: options.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                        ^ (state.step * batches_per_step + pending + i) as u64,
+                })
+                .collect();
+            let results = devices::run_round(
                 &model,
-            );
-            accumulator.accumulate(&model, grads);
-            pending += 1;
-            state.batch_in_epoch += 1;
-            window_loss += f64::from(value);
-            window_batches += 1;
-            window_tokens += batch.n_tgt_tokens as u64;
-            step_tokens += batch.n_tgt_tokens as u64;
-            if pending < options.accum_steps {
+                &jobs,
+                &workers,
+                options.label_smoothing,
+                batches_per_step,
+            )?;
+            for ((result, batch), count) in results.into_iter().zip(&round).zip(&mut device_batches)
+            {
+                if !result.loss.is_finite() {
+                    return Err(TrainError::Diverged(result.loss));
+                }
+                accumulator.accumulate(&model, result.grads);
+                *count += 1;
+                window_loss += f64::from(result.loss);
+                window_tokens += batch.n_tgt_tokens as u64;
+                step_tokens += batch.n_tgt_tokens as u64;
+            }
+            pending += round.len();
+            state.batch_in_epoch += round.len();
+            window_batches += round.len();
+            if pending < batches_per_step {
                 continue;
             }
             pending = 0;
@@ -477,6 +513,7 @@ pub fn train(
     bar.finish();
     Ok(TrainSummary {
         state,
+        device_batches,
         best_model: best_dir.join("model.bpk"),
     })
 }

@@ -202,7 +202,6 @@ fn tokenizer_for(
     Ok(tokenizer)
 }
 
-/// Runs the whole pipeline; with `resume`, continues the run found in `run_dir`.
 /// Reads, cleans and splits the corpus as a run does, and writes the run directory's
 /// `config.toml`, `data.txt` (counts per rule and split) and `heldout.<split>.<lang>` files (dev,
 /// test and each held-out domain). Deterministic: the same config gives the same files. Returns
@@ -257,8 +256,13 @@ pub fn prepare_data(config: &RunConfig) -> Result<(Split, Corpus, Corpus), RunEr
     Ok((parts, dev, test))
 }
 
-pub fn run(config: &RunConfig, device: &Device, resume: bool) -> Result<TrainSummary, RunError> {
+/// Runs the whole pipeline on `devices` (the first is the main one; see [`train`]); with
+/// `resume`, continues the run found in `run_dir`.
+pub fn run(config: &RunConfig, devices: &[Device], resume: bool) -> Result<TrainSummary, RunError> {
     let run_dir = &config.run_dir;
+    let device = devices
+        .first()
+        .ok_or_else(|| RunError::Train(TrainError::Options("no training device given".into())))?;
     let (parts, dev, _test) = prepare_data(config)?;
 
     // Tokenizers (trained on the training split only).
@@ -316,7 +320,7 @@ pub fn run(config: &RunConfig, device: &Device, resume: bool) -> Result<TrainSum
             target_tokenizer: &tgt_tok,
         },
         run_dir,
-        device,
+        devices,
         resume,
     )?;
 
