@@ -425,3 +425,42 @@ fn two_devices_train_like_one_device_accumulating_their_batches() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--precision auto` on a GPU backend (burn-wgpu on lavapipe in CI) trains in f16 mixed
+/// precision: the loss is finite and falls, the f32 weights checkpoint and export as usual. (That
+/// f16 gradients match f32 ones is a unit test in `train::precision`.)
+#[test]
+fn a_gpu_backend_trains_in_f16_mixed_precision_by_default() {
+    let test = "a_gpu_backend_trains_in_f16_mixed_precision_by_default";
+    if webnmt::gpu::testing::gpu_or_skip(test).is_none() {
+        return;
+    }
+    let dir = scratch("f16");
+    let (src, tgt) = fixture_corpus();
+    let config = write_config(&dir, 3, 3, (&src, &tgt));
+    let text = std::fs::read_to_string(&config).expect("config");
+    let text = text
+        .replace("log_every = 10", "log_every = 1")
+        .replace("lr_factor = 1.0", "lr_factor = 5.0");
+    std::fs::write(&config, text).expect("config");
+    let out = Command::new(env!("CARGO_BIN_EXE_train"))
+        .args(["--devices", "wgpu-cpu", "--config"])
+        .arg(&config)
+        .env("CUBECL_AUTOTUNE_LEVEL", "minimal")
+        .output()
+        .expect("train runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("mixed precision: forward and backward in F16"),
+        "{stderr}"
+    );
+    let rows = losses(&dir.join("run"));
+    assert_eq!(rows.iter().map(|r| r.0).collect::<Vec<_>>(), [1, 2, 3]);
+    assert!(
+        rows.iter().all(|r| r.1.is_finite()) && rows[2].1 < rows[0].1,
+        "{rows:?}"
+    );
+    assert!(Bundle::from_dir(&dir.join("run/bundle")).is_ok());
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -9,6 +9,7 @@ use clap::{Parser, ValueEnum};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use webnmt::train::devices::parse_devices;
+use webnmt::train::precision::Precision;
 use webnmt::train::run::{RunConfig, export_only, prepare_data, run};
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -17,7 +18,7 @@ enum DeviceChoice {
     Auto,
     /// burn's flex backend on the CPU.
     Cpu,
-    /// burn-wgpu on the default GPU, in f32 (mixed precision is not implemented yet).
+    /// burn-wgpu on the default GPU (see --precision).
     Gpu,
 }
 
@@ -88,6 +89,11 @@ struct Args {
     /// Start from this bundle's weights and tokenizers (fresh optimizer; use a short warm-up).
     #[arg(long)]
     init_from: Option<PathBuf>,
+    /// Forward/backward precision: auto (f16 mixed precision on GPU backends that support it,
+    /// f32 on the CPU; the reference trained with AMP), f32, f16 (dynamic loss scaling) or bf16.
+    /// Weights and optimizer state stay f32.
+    #[arg(long)]
+    precision: Option<Precision>,
     /// Override the seed (default 1).
     #[arg(long)]
     seed: Option<u64>,
@@ -126,6 +132,7 @@ fn train(args: Args) -> Result<(), String> {
     t.lr_factor = args.lr_factor.unwrap_or(t.lr_factor);
     t.label_smoothing = args.label_smoothing.unwrap_or(t.label_smoothing);
     t.seed = args.seed.unwrap_or(t.seed);
+    t.precision = args.precision.unwrap_or(t.precision);
     if let Some(dir) = args.init_from {
         t.init_from = Some(cwd.join(dir));
     }

@@ -1,12 +1,12 @@
 //! Multi-head scaled dot-product attention, with the projections split out so the decoder can
 //! compute cross-attention keys and values once per sentence and self-attention incrementally.
 
-use super::linear;
+use super::{cast_to, linear};
 use crate::config::ModelConfig;
 use burn::module::Module;
 use burn::nn::{Dropout, DropoutConfig, Linear};
 use burn::tensor::activation::softmax;
-use burn::tensor::{Bool, Device, Tensor};
+use burn::tensor::{Bool, DType, Device, Tensor};
 
 /// Added to the scores of hidden positions. Finite, so a fully hidden row (only padding, which
 /// never reaches the loss) gives a uniform distribution instead of NaN.
@@ -101,16 +101,18 @@ impl MultiHeadAttention {
     ) -> (Tensor<3>, Tensor<4>) {
         let [batch, heads, q_len, d_head] = q.dims();
         let kv_len = k.dims()[2];
-        let mut scores = q
-            .matmul(k.swap_dims(2, 3))
-            .div_scalar((d_head as f64).sqrt());
+        let dtype = q.dtype();
+        // Scores, mask and softmax in f32 (also when training in half precision).
+        let mut scores = cast_to(
+            q.matmul(k.swap_dims(2, 3))
+                .div_scalar((d_head as f64).sqrt()),
+            DType::F32,
+        );
         if let Some(mask) = mask {
             scores = scores.mask_fill(mask.expand([batch, heads, q_len, kv_len]), MASKED);
         }
         let weights = softmax(scores, 3);
-        let context = self
-            .dropout
-            .forward(weights.clone())
+        let context = cast_to(self.dropout.forward(weights.clone()), dtype)
             .matmul(v)
             .swap_dims(1, 2)
             .reshape([batch, q_len, heads * d_head]);

@@ -28,7 +28,7 @@ use burn::nn::{
     Linear, LinearConfig,
 };
 use burn::tensor::activation::relu;
-use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
+use burn::tensor::{Bool, DType, Device, FloatDType, Int, Tensor, TensorData};
 
 /// The paper's initialisation for weight matrices.
 fn xavier() -> Initializer {
@@ -39,6 +39,17 @@ fn linear(d_in: usize, d_out: usize, device: &Device) -> Linear {
     LinearConfig::new(d_in, d_out)
         .with_initializer(xavier())
         .init(device)
+}
+
+/// `x` in `dtype` (a no-op when it already is). Mixed-precision training runs the model on
+/// half-precision copies of the weights; softmax and the loss widen to f32, burn's LayerNorm
+/// widens by itself.
+pub fn cast_to<const D: usize>(x: Tensor<D>, dtype: DType) -> Tensor<D> {
+    if x.dtype() == dtype {
+        x
+    } else {
+        x.cast(FloatDType::from(dtype))
+    }
 }
 
 fn layer_norm(config: &ModelConfig, device: &Device) -> LayerNorm {
@@ -109,8 +120,9 @@ impl Embed {
         let x = self
             .embedding
             .forward(tokens)
-            .mul_scalar((self.d_model as f64).sqrt())
-            .add(pe.unsqueeze_dim::<3>(0));
+            .mul_scalar((self.d_model as f64).sqrt());
+        let pe = cast_to(pe, x.dtype());
+        let x = x.add(pe.unsqueeze_dim::<3>(0));
         self.dropout.forward(x)
     }
 }

@@ -36,19 +36,32 @@ impl ModuleVisitor for Scale<'_> {
     }
 }
 
-/// Scales `grads` so their global L2 norm is at most `max_norm`; returns the norm before
-/// clipping (for the logs).
-pub fn clip_global_norm<M: Module>(model: &M, grads: &mut GradientsParams, max_norm: f64) -> f64 {
+/// Divides `grads` by the loss scale `unscale` (1 without loss scaling) and scales them so their
+/// global L2 norm is at most `max_norm` (0: no clipping). Returns the unscaled norm before
+/// clipping; when that is not finite (an f16 overflow) `grads` are left as they are.
+pub fn unscale_and_clip<M: Module>(
+    model: &M,
+    grads: &mut GradientsParams,
+    unscale: f64,
+    max_norm: f64,
+) -> f64 {
     let mut norm = SquaredNorm { grads, sum: None };
     model.visit(&mut norm);
     let total = norm
         .sum
-        .map_or(0.0, |s| f64::from(s.into_scalar::<f32>()).sqrt());
-    if max_norm > 0.0 && total > max_norm {
-        model.visit(&mut Scale {
-            grads,
-            factor: max_norm / (total + 1e-6),
-        });
+        .map_or(0.0, |s| f64::from(s.into_scalar::<f32>()).sqrt())
+        / unscale;
+    if !total.is_finite() {
+        return total;
+    }
+    let clip = if max_norm > 0.0 && total > max_norm {
+        max_norm / (total + 1e-6)
+    } else {
+        1.0
+    };
+    let factor = clip / unscale;
+    if factor != 1.0 {
+        model.visit(&mut Scale { grads, factor });
     }
     total
 }

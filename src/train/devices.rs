@@ -5,12 +5,12 @@
 //! [`GradientsParams::to_device`] and are summed on the main device, which clips them and runs
 //! the optimizer.
 
-use super::{TrainError, batch_loss};
+use super::{TrainError, batch_loss, precision};
 use crate::data::Batch;
 use crate::model::Transformer;
 use burn::module::Module;
 use burn::optim::GradientsParams;
-use burn::tensor::{Device, DeviceKind};
+use burn::tensor::{Device, DeviceKind, FloatDType};
 
 /// The device names `--device` / `--devices` accept.
 pub const DEVICE_NAMES: &str = "cpu (burn flex), gpu (burn-wgpu's default adapter), \
@@ -55,20 +55,38 @@ pub(super) struct BatchGrads {
     pub grads: GradientsParams,
 }
 
-/// Forward and backward of one batch on `device` (an autodiff device), the loss divided by
-/// `divisor` (the batches per optimizer step) before the backward pass.
+/// How every batch of a step runs.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct StepSettings {
+    pub smoothing: f64,
+    /// The loss is multiplied by this before the backward pass: the loss scale over the batches
+    /// per optimizer step.
+    pub loss_multiplier: f64,
+    /// Forward/backward in this half precision on a cast of the f32 weights, or f32.
+    pub half: Option<FloatDType>,
+}
+
+/// Forward and backward of one batch on `device` (an autodiff device).
 fn one_batch(
     model: &Transformer,
     job: &Job<'_>,
     device: &Device,
     main: &Device,
-    smoothing: f64,
-    divisor: usize,
+    settings: StepSettings,
 ) -> BatchGrads {
     device.seed(job.seed);
-    let loss = batch_loss(model, job.batch, smoothing, device);
+    let loss = match settings.half {
+        Some(dtype) => batch_loss(
+            &precision::half_copy(model, dtype),
+            job.batch,
+            settings.smoothing,
+            device,
+        ),
+        None => batch_loss(model, job.batch, settings.smoothing, device),
+    };
     let value = loss.clone().into_scalar::<f32>();
-    let grads = GradientsParams::from_grads(loss.div_scalar(divisor as f64).backward(), model);
+    let grads =
+        GradientsParams::from_grads(loss.mul_scalar(settings.loss_multiplier).backward(), model);
     BatchGrads {
         loss: value,
         grads: grads.to_device(main, model),
@@ -87,14 +105,11 @@ pub(super) fn run_round(
     model: &Transformer,
     jobs: &[Job<'_>],
     devices: &[Device],
-    smoothing: f64,
-    divisor: usize,
+    settings: StepSettings,
 ) -> Result<Vec<BatchGrads>, TrainError> {
     let main = &devices[0];
     if jobs.len() == 1 {
-        return Ok(vec![one_batch(
-            model, &jobs[0], main, main, smoothing, divisor,
-        )]);
+        return Ok(vec![one_batch(model, &jobs[0], main, main, settings)]);
     }
     std::thread::scope(|scope| {
         let workers: Vec<_> = jobs
@@ -104,11 +119,11 @@ pub(super) fn run_round(
             .map(|(job, device)| {
                 scope.spawn(move || {
                     let fork = model.clone().fork(device);
-                    one_batch(&fork, job, device, main, smoothing, divisor)
+                    one_batch(&fork, job, device, main, settings)
                 })
             })
             .collect();
-        let mut results = vec![one_batch(model, &jobs[0], main, main, smoothing, divisor)];
+        let mut results = vec![one_batch(model, &jobs[0], main, main, settings)];
         for (i, worker) in workers.into_iter().enumerate() {
             let result = worker.join().map_err(|panic| {
                 let message = panic

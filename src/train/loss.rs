@@ -1,12 +1,14 @@
 //! Label-smoothed cross-entropy over non-padding target positions.
 
 use crate::config::PAD_ID;
+use crate::model::cast_to;
 use burn::tensor::activation::log_softmax;
-use burn::tensor::{Int, Tensor};
+use burn::tensor::{DType, Int, Tensor};
 
 /// Mean over real (non-`<pad>`) target tokens of
 /// `(1 − ε) · (−log p(target)) + ε · mean_v(−log p(v))`, i.e. cross-entropy against the target
-/// distribution smoothed uniformly over the vocabulary by `ε`.
+/// distribution smoothed uniformly over the vocabulary by `ε`. Computed in f32 whatever the
+/// logits' precision.
 ///
 /// # Shapes
 /// `logits [batch, tgt_len, vocab]`, `targets [batch, tgt_len]` → `[1]`.
@@ -15,7 +17,7 @@ pub fn label_smoothed_cross_entropy(
     targets: Tensor<2, Int>,
     smoothing: f64,
 ) -> Tensor<1> {
-    let log_probs = log_softmax(logits, 2);
+    let log_probs = log_softmax(cast_to(logits, DType::F32), 2);
     let nll = log_probs
         .clone()
         .gather(2, targets.clone().unsqueeze_dim::<3>(2))

@@ -12,6 +12,7 @@ pub mod clip;
 pub mod devices;
 pub mod loss;
 pub mod metrics;
+pub mod precision;
 pub mod run;
 pub mod schedule;
 
@@ -22,7 +23,7 @@ use crate::model::{Transformer, greedy_decode};
 use crate::tokenizer::Tokenizer;
 use burn::module::Module;
 use burn::optim::{AdamConfig, GradientsAccumulator, ModuleOptimizer};
-use burn::tensor::{Device, Int, Tensor, TensorData};
+use burn::tensor::{Device, FloatDType, Int, Tensor, TensorData};
 use checkpoint::{Checkpoints, write_atomic};
 use metrics::MetricsRow;
 use serde::{Deserialize, Serialize};
@@ -68,6 +69,10 @@ pub struct TrainOptions {
     pub min_delta: f64,
     /// Complete checkpoints kept on disk.
     pub keep_checkpoints: usize,
+    /// Forward/backward precision: auto (f16 mixed precision on GPU backends that support it,
+    /// f32 on the CPU), f32, f16 or bf16; the weights and optimizer stay f32 (see
+    /// [`precision`]). The reference trained with automatic mixed precision.
+    pub precision: precision::Precision,
     /// Start from this bundle's weights and tokenizers instead of a random initialisation
     /// (fine-tuning, or continuing a run whose checkpoints are gone). The optimizer starts
     /// fresh; use a short warm-up.
@@ -95,6 +100,7 @@ impl Default for TrainOptions {
             patience: 10,
             min_delta: 0.001,
             keep_checkpoints: 3,
+            precision: precision::Precision::Auto,
             init_from: None,
         }
     }
@@ -134,6 +140,12 @@ pub struct TrainState {
     pub target_tokens: u64,
     pub elapsed_secs: f64,
     pub history: Vec<MetricsRow>,
+    /// The f16 loss scale (mixed precision); absent in f32 runs and older checkpoints.
+    #[serde(default)]
+    pub loss_scale: Option<precision::LossScale>,
+    /// Steps skipped because the f16 gradients overflowed.
+    #[serde(default)]
+    pub skipped_steps: usize,
     /// Why the run ended, once it has.
     pub stopped: Option<String>,
 }
@@ -329,6 +341,15 @@ pub fn train(
         .inspect(|_| eprintln!("this run already finished ({reason}); nothing to resume"));
     }
 
+    let half = options.precision.resolve(&workers)?;
+    let mut loss_scale = state
+        .loss_scale
+        .unwrap_or_else(|| precision::LossScale::new(half));
+    if let Some(dtype) = half {
+        eprintln!(
+            "mixed precision: forward and backward in {dtype:?}, weights and optimizer in f32"
+        );
+    }
     let batches_per_epoch = data.train.plan(0).len();
     let steps_per_epoch = batches_per_epoch.div_ceil(batches_per_step).max(1);
     let total_steps = match (options.max_steps, options.max_epochs) {
@@ -373,13 +394,12 @@ pub fn train(
                         ^ (state.step * batches_per_step + pending + i) as u64,
                 })
                 .collect();
-            let results = devices::run_round(
-                &model,
-                &jobs,
-                &workers,
-                options.label_smoothing,
-                batches_per_step,
-            )?;
+            let settings = devices::StepSettings {
+                smoothing: options.label_smoothing,
+                loss_multiplier: loss_scale.scale / batches_per_step as f64,
+                half,
+            };
+            let results = devices::run_round(&model, &jobs, &workers, settings)?;
             for ((result, batch), count) in results.into_iter().zip(&round).zip(&mut device_batches)
             {
                 if !result.loss.is_finite() {
@@ -399,7 +419,22 @@ pub fn train(
             }
             pending = 0;
             let mut grads = accumulator.grads();
-            clip::clip_global_norm(&model, &mut grads, options.clip_norm);
+            let norm =
+                clip::unscale_and_clip(&model, &mut grads, loss_scale.scale, options.clip_norm);
+            if !loss_scale.update(norm, half == Some(FloatDType::F16)) {
+                state.skipped_steps += 1;
+                state.loss_scale = Some(loss_scale);
+                bar.suspend(|| {
+                    eprintln!(
+                        "f16 gradients overflowed after step {}; step skipped, loss scale now {}",
+                        state.step, loss_scale.scale
+                    )
+                });
+                continue;
+            }
+            if half == Some(FloatDType::F16) {
+                state.loss_scale = Some(loss_scale);
+            }
             state.step += 1;
             let lr = schedule::noam(
                 state.step,
