@@ -427,11 +427,11 @@ fn two_devices_train_like_one_device_accumulating_their_batches() {
 }
 
 /// `--precision auto` on a GPU backend (burn-wgpu on lavapipe in CI) trains in f16 mixed
-/// precision: the loss is finite and falls, the f32 weights checkpoint and export as usual. (That
-/// f16 gradients match f32 ones is a unit test in `train::precision`.)
+/// precision: the loss is finite, falls, and follows the f32 run of the same seed on the same
+/// device to 1e-3; the f32 weights checkpoint and export as usual.
 #[test]
-fn a_gpu_backend_trains_in_f16_mixed_precision_by_default() {
-    let test = "a_gpu_backend_trains_in_f16_mixed_precision_by_default";
+fn a_gpu_backend_trains_in_f16_mixed_precision_by_default_and_follows_f32() {
+    let test = "a_gpu_backend_trains_in_f16_mixed_precision_by_default_and_follows_f32";
     if webnmt::gpu::testing::gpu_or_skip(test).is_none() {
         return;
     }
@@ -441,26 +441,44 @@ fn a_gpu_backend_trains_in_f16_mixed_precision_by_default() {
     let text = std::fs::read_to_string(&config).expect("config");
     let text = text
         .replace("log_every = 10", "log_every = 1")
-        .replace("lr_factor = 1.0", "lr_factor = 5.0");
+        .replace("lr_factor = 1.0", "lr_factor = 5.0")
+        .replace("preset = \"tiny\"", "preset = \"tiny\"\ndropout = 0.0");
     std::fs::write(&config, text).expect("config");
-    let out = Command::new(env!("CARGO_BIN_EXE_train"))
-        .args(["--devices", "wgpu-cpu", "--config"])
-        .arg(&config)
-        .env("CUBECL_AUTOTUNE_LEVEL", "minimal")
-        .output()
-        .expect("train runs");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    let run = |precision: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_train"))
+            .args(["--devices", "wgpu-cpu", "--run-dir"])
+            .arg(dir.join(precision))
+            .arg("--config")
+            .arg(&config)
+            .args(["--precision", precision])
+            .env("CUBECL_AUTOTUNE_LEVEL", "minimal")
+            .output()
+            .expect("train runs");
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(out.status.success(), "{stderr}");
+        (losses(&dir.join(precision)), stderr)
+    };
+    let (half, stderr) = run("auto");
     assert!(
         stderr.contains("mixed precision: forward and backward in F16"),
         "{stderr}"
     );
-    let rows = losses(&dir.join("run"));
-    assert_eq!(rows.iter().map(|r| r.0).collect::<Vec<_>>(), [1, 2, 3]);
+    assert_eq!(half.iter().map(|r| r.0).collect::<Vec<_>>(), [1, 2, 3]);
     assert!(
-        rows.iter().all(|r| r.1.is_finite()) && rows[2].1 < rows[0].1,
-        "{rows:?}"
+        half.iter().all(|r| r.1.is_finite()) && half[2].1 < half[0].1,
+        "{half:?}"
     );
-    assert!(Bundle::from_dir(&dir.join("run/bundle")).is_ok());
+    assert!(Bundle::from_dir(&dir.join("auto/bundle")).is_ok());
+    let (full, stderr) = run("f32");
+    assert!(!stderr.contains("mixed precision"), "{stderr}");
+    for (h, f) in half.iter().zip(&full) {
+        assert!(
+            (h.1 - f.1).abs() < 1e-3 * f.1,
+            "step {}: f16 loss {} vs f32 {}",
+            h.0,
+            h.1,
+            f.1
+        );
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

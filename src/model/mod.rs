@@ -22,7 +22,7 @@ pub use step::{BurnSession, BurnStepError, translate_text};
 
 use crate::config::{ModelConfig, PAD_ID};
 use crate::reference::positional_encoding;
-use burn::module::Module;
+use burn::module::{Module, ModuleVisitor, Param};
 use burn::nn::{
     Dropout, DropoutConfig, Embedding, EmbeddingConfig, Initializer, LayerNorm, LayerNormConfig,
     Linear, LinearConfig,
@@ -241,7 +241,22 @@ pub struct DecoderCache {
 
 impl Transformer {
     /// A freshly initialised model on `device` (seed the device first for reproducibility).
+    /// burn initialises parameters lazily, on first use; this initialises them all here, in
+    /// module order, so the weights depend only on the seed set before the call (not on what
+    /// runs first, nor on the RNG draws in between, such as dropout).
     pub fn new(config: &ModelConfig, device: &Device) -> Self {
+        struct Initialise;
+        impl ModuleVisitor for Initialise {
+            fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+                let _ = param.val();
+            }
+        }
+        let model = Self::uninitialised(config, device);
+        model.visit(&mut Initialise);
+        model
+    }
+
+    fn uninitialised(config: &ModelConfig, device: &Device) -> Self {
         Self {
             encoder: Encoder {
                 embed: Embed::new(config.src_vocab_size, config, device),
