@@ -361,6 +361,46 @@ fn losses(run: &Path) -> Vec<(usize, f64, Option<f64>)> {
         .collect()
 }
 
+/// A scratch directory and a `steps`-step tiny config without dropout for a GPU training test,
+/// with `edits` applied; `None` (after printing why) when there is no adapter and `REQUIRE_GPU`
+/// is not `1`.
+fn gpu_test_config(test: &str, steps: usize, edits: &[(&str, &str)]) -> Option<(PathBuf, PathBuf)> {
+    webnmt::gpu::testing::gpu_or_skip(test)?;
+    let dir = scratch(test);
+    let (src, tgt) = fixture_corpus();
+    let config = write_config(&dir, steps, steps, (&src, &tgt));
+    let mut text = std::fs::read_to_string(&config)
+        .expect("config")
+        .replace("preset = \"tiny\"", "preset = \"tiny\"\ndropout = 0.0");
+    for (from, to) in edits {
+        text = text.replace(from, to);
+    }
+    std::fs::write(&config, text).expect("config");
+    Some((dir, config))
+}
+
+/// Runs `train --config CONFIG --run-dir DIR/RUN_DIR ARGS…` to success; returns its loss rows
+/// and stderr. burn-wgpu's autotuning is kept minimal: in full it takes minutes on a CPU adapter.
+fn train_rows(
+    config: &Path,
+    dir: &Path,
+    run_dir: &str,
+    args: &[&str],
+) -> (Vec<(usize, f64, Option<f64>)>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_train"))
+        .arg("--config")
+        .arg(config)
+        .arg("--run-dir")
+        .arg(dir.join(run_dir))
+        .args(args)
+        .env("CUBECL_AUTOTUNE_LEVEL", "minimal")
+        .output()
+        .expect("train runs");
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "train {args:?}:\n{stderr}");
+    (losses(&dir.join(run_dir)), stderr)
+}
+
 /// `--devices cpu,wgpu-cpu`: burn flex and burn-wgpu on the machine's adapter (lavapipe in CI)
 /// train data-parallel, one batch each per step, their gradients summed on the main device.
 /// Without dropout that must follow the curve of one device accumulating the same two batches
@@ -368,33 +408,22 @@ fn losses(run: &Path) -> Vec<(usize, f64, Option<f64>)> {
 #[test]
 fn two_devices_train_like_one_device_accumulating_their_batches() {
     let test = "two_devices_train_like_one_device_accumulating_their_batches";
-    if webnmt::gpu::testing::gpu_or_skip(test).is_none() {
+    let Some((dir, config)) = gpu_test_config(test, 4, &[("log_every = 10", "log_every = 2")])
+    else {
         return;
-    }
-    let dir = scratch("devices");
-    let (src, tgt) = fixture_corpus();
-    let config = write_config(&dir, 4, 4, (&src, &tgt));
-    let text = std::fs::read_to_string(&config).expect("config");
-    let text = text
-        .replace("preset = \"tiny\"", "preset = \"tiny\"\ndropout = 0.0")
-        .replace("log_every = 10", "log_every = 2");
-    std::fs::write(&config, text).expect("config");
-    let run = |devices: &str, accum: &str, run_dir: &str| {
-        let out = Command::new(env!("CARGO_BIN_EXE_train"))
-            .args(["--devices", devices, "--accum-steps", accum, "--run-dir"])
-            .arg(dir.join(run_dir))
-            .arg("--config")
-            .arg(&config)
-            // burn-wgpu's full autotuning on a CPU adapter would take minutes.
-            .env("CUBECL_AUTOTUNE_LEVEL", "minimal")
-            .output()
-            .expect("train runs");
-        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-        assert!(out.status.success(), "train --devices {devices}:\n{stderr}");
-        (losses(&dir.join(run_dir)), stderr)
     };
-    let (two, stderr) = run("cpu,wgpu-cpu", "1", "two");
-    let (one, _) = run("cpu", "2", "one");
+    let (two, stderr) = train_rows(
+        &config,
+        &dir,
+        "two",
+        &["--devices", "cpu,wgpu-cpu", "--accum-steps", "1"],
+    );
+    let (one, _) = train_rows(
+        &config,
+        &dir,
+        "one",
+        &["--devices", "cpu", "--accum-steps", "2"],
+    );
     let counts = stderr
         .lines()
         .find(|l| l.starts_with("batches per device: "))
@@ -432,31 +461,16 @@ fn two_devices_train_like_one_device_accumulating_their_batches() {
 #[test]
 fn a_gpu_backend_trains_in_f16_mixed_precision_by_default_and_follows_f32() {
     let test = "a_gpu_backend_trains_in_f16_mixed_precision_by_default_and_follows_f32";
-    if webnmt::gpu::testing::gpu_or_skip(test).is_none() {
+    let edits = [
+        ("log_every = 10", "log_every = 1"),
+        ("lr_factor = 1.0", "lr_factor = 5.0"),
+    ];
+    let Some((dir, config)) = gpu_test_config(test, 3, &edits) else {
         return;
-    }
-    let dir = scratch("f16");
-    let (src, tgt) = fixture_corpus();
-    let config = write_config(&dir, 3, 3, (&src, &tgt));
-    let text = std::fs::read_to_string(&config).expect("config");
-    let text = text
-        .replace("log_every = 10", "log_every = 1")
-        .replace("lr_factor = 1.0", "lr_factor = 5.0")
-        .replace("preset = \"tiny\"", "preset = \"tiny\"\ndropout = 0.0");
-    std::fs::write(&config, text).expect("config");
+    };
     let run = |precision: &str| {
-        let out = Command::new(env!("CARGO_BIN_EXE_train"))
-            .args(["--devices", "wgpu-cpu", "--run-dir"])
-            .arg(dir.join(precision))
-            .arg("--config")
-            .arg(&config)
-            .args(["--precision", precision])
-            .env("CUBECL_AUTOTUNE_LEVEL", "minimal")
-            .output()
-            .expect("train runs");
-        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-        assert!(out.status.success(), "{stderr}");
-        (losses(&dir.join(precision)), stderr)
+        let args = ["--devices", "wgpu-cpu", "--precision", precision];
+        train_rows(&config, &dir, precision, &args)
     };
     let (half, stderr) = run("auto");
     assert!(
@@ -480,5 +494,31 @@ fn a_gpu_backend_trains_in_f16_mixed_precision_by_default_and_follows_f32() {
             f.1
         );
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A run that ends at its epoch limit validates, checkpoints and exports at its last step even
+/// when that step is not a validation step, and when the epoch's last batches make no full step.
+#[test]
+fn the_epoch_limit_ends_with_a_validation_and_an_export() {
+    let dir = scratch("epochs");
+    let (src, tgt) = fixture_corpus();
+    let config = write_config(&dir, 0, 1000, (&src, &tgt));
+    let text = std::fs::read_to_string(&config)
+        .expect("config")
+        .replace("max_steps = 0", "max_steps = 0\nmax_epochs = 1")
+        .replace("accum_steps = 1", "accum_steps = 3");
+    std::fs::write(&config, text).expect("config");
+    let out = train_cmd(&config).output().expect("train runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    // The fixture makes 10 batches: 3 steps of 3, one batch left over.
+    assert!(stderr.contains("done: 3 steps, 1 epochs"), "{stderr}");
+    let rows = losses(&dir.join("run"));
+    assert!(
+        rows.last().is_some_and(|r| r.0 == 3 && r.2.is_some()),
+        "{rows:?}"
+    );
+    assert!(Bundle::from_dir(&dir.join("run/bundle")).is_ok());
     let _ = std::fs::remove_dir_all(&dir);
 }

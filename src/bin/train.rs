@@ -194,7 +194,11 @@ fn train(args: Args) -> Result<(), String> {
 /// mmap and unmaps them on free, so every step page-faults them in again: on 2 cores that was a
 /// quarter of flex's training time (`small`: 510 → 680 target tokens/s). Serve everything from
 /// the heap and never trim it, so freed memory is reused; peak memory grows by about a fifth.
+/// `WEBNMT_MALLOC=system` keeps glibc's defaults (and lets `GLIBC_TUNABLES` decide).
 fn keep_freed_memory() {
+    if std::env::var("WEBNMT_MALLOC").as_deref() == Ok("system") {
+        return;
+    }
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only changes allocator parameters; it is called before any thread starts.
     unsafe {

@@ -451,7 +451,12 @@ pub fn train(
             let eval_now = state.step.is_multiple_of(options.eval_every);
             let out_of_time = options.max_minutes > 0.0
                 && started.elapsed().as_secs_f64() >= options.max_minutes * 60.0;
-            let last = state.step >= total_steps || out_of_time;
+            // The final epoch ends here when the batches left in it make no further step (its
+            // step count varies: accumulation carries over epoch boundaries).
+            let epochs_done = options.max_epochs > 0
+                && state.epoch + 1 >= options.max_epochs
+                && batches_per_epoch.saturating_sub(state.batch_in_epoch) < batches_per_step;
+            let last = state.step >= total_steps || out_of_time || epochs_done;
             if log_now || eval_now || last {
                 let secs = window_start.elapsed().as_secs_f64().max(1e-9);
                 let mut row = MetricsRow {
@@ -516,7 +521,11 @@ pub fn train(
                 }
                 state.history.push(row);
                 state.elapsed_secs = elapsed_before + started.elapsed().as_secs_f64();
-                if last && !out_of_time && state.stopped.is_none() {
+                if epochs_done && state.stopped.is_none() {
+                    state.stopped = Some(format!("reached {} epochs", options.max_epochs));
+                    state.epoch += 1;
+                    state.batch_in_epoch = 0;
+                } else if last && !out_of_time && state.stopped.is_none() {
                     state.stopped = Some(format!("reached {total_steps} steps"));
                 }
                 metrics::write(run_dir, &state.history).map_err(io(run_dir))?;
