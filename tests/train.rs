@@ -366,17 +366,28 @@ fn losses(run: &Path) -> Vec<(usize, f64, Option<f64>)> {
 /// is not `1`.
 fn gpu_test_config(test: &str, steps: usize, edits: &[(&str, &str)]) -> Option<(PathBuf, PathBuf)> {
     webnmt::gpu::testing::gpu_or_skip(test)?;
-    let dir = scratch(test);
+    let no_dropout = ("preset = \"tiny\"", "preset = \"tiny\"\ndropout = 0.0");
+    let edits: Vec<_> = [no_dropout].iter().chain(edits).copied().collect();
+    Some(edited_config(test, steps, steps, &edits))
+}
+
+/// A scratch directory named `name` and the fixture config (`write_config`) with `edits`
+/// (text replacements) applied.
+fn edited_config(
+    name: &str,
+    steps: usize,
+    eval_every: usize,
+    edits: &[(&str, &str)],
+) -> (PathBuf, PathBuf) {
+    let dir = scratch(name);
     let (src, tgt) = fixture_corpus();
-    let config = write_config(&dir, steps, steps, (&src, &tgt));
-    let mut text = std::fs::read_to_string(&config)
-        .expect("config")
-        .replace("preset = \"tiny\"", "preset = \"tiny\"\ndropout = 0.0");
+    let config = write_config(&dir, steps, eval_every, (&src, &tgt));
+    let mut text = std::fs::read_to_string(&config).expect("config");
     for (from, to) in edits {
         text = text.replace(from, to);
     }
     std::fs::write(&config, text).expect("config");
-    Some((dir, config))
+    (dir, config)
 }
 
 /// Runs `train --config CONFIG --run-dir DIR/RUN_DIR ARGS…` to success; returns its loss rows
@@ -501,14 +512,11 @@ fn a_gpu_backend_trains_in_f16_mixed_precision_by_default_and_follows_f32() {
 /// when that step is not a validation step, and when the epoch's last batches make no full step.
 #[test]
 fn the_epoch_limit_ends_with_a_validation_and_an_export() {
-    let dir = scratch("epochs");
-    let (src, tgt) = fixture_corpus();
-    let config = write_config(&dir, 0, 1000, (&src, &tgt));
-    let text = std::fs::read_to_string(&config)
-        .expect("config")
-        .replace("max_steps = 0", "max_steps = 0\nmax_epochs = 1")
-        .replace("accum_steps = 1", "accum_steps = 3");
-    std::fs::write(&config, text).expect("config");
+    let edits = [
+        ("max_steps = 0", "max_steps = 0\nmax_epochs = 1"),
+        ("accum_steps = 1", "accum_steps = 3"),
+    ];
+    let (dir, config) = edited_config("epochs", 0, 1000, &edits);
     let out = train_cmd(&config).output().expect("train runs");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
