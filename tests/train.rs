@@ -80,7 +80,8 @@ fn train_cmd(config: &Path) -> Command {
     cmd
 }
 
-fn metrics(run: &Path) -> Vec<(usize, f64)> {
+/// The metrics rows as (step, train loss, validation loss) where a validation ran.
+fn losses(run: &Path) -> Vec<(usize, f64, Option<f64>)> {
     let csv = std::fs::read_to_string(run.join("metrics.csv")).expect("metrics.csv");
     csv.lines()
         .skip(1)
@@ -89,6 +90,7 @@ fn metrics(run: &Path) -> Vec<(usize, f64)> {
             (
                 cols[0].parse().expect("step"),
                 cols[3].parse().expect("loss"),
+                cols[5].parse().ok(),
             )
         })
         .collect()
@@ -104,7 +106,7 @@ fn tiny_training_reduces_the_loss_and_exports_a_valid_bundle() {
     assert!(out.status.success(), "train failed:\n{stderr}");
 
     let run = dir.join("run");
-    let rows = metrics(&run);
+    let rows = losses(&run);
     let first = rows.first().expect("a first row").1;
     let last = rows.last().expect("a last row").1;
     assert_eq!(rows.last().map(|r| r.0), Some(400));
@@ -222,7 +224,7 @@ fn a_killed_run_resumes_from_its_last_checkpoint() {
         String::from_utf8_lossy(&out.stderr)
     );
 
-    let rows = metrics(&run);
+    let rows = losses(&run);
     let steps: Vec<usize> = rows.iter().map(|r| r.0).collect();
     let expected: Vec<usize> = (1..=24).map(|i| i * 10).collect();
     assert_eq!(steps, expected, "every logged step exactly once, in order");
@@ -343,22 +345,6 @@ fn split_only_writes_the_same_held_out_files_every_time_and_trains_nothing() {
         )
     );
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-/// The metrics rows as (step, train loss, validation loss) where a validation ran.
-fn losses(run: &Path) -> Vec<(usize, f64, Option<f64>)> {
-    let csv = std::fs::read_to_string(run.join("metrics.csv")).expect("metrics.csv");
-    csv.lines()
-        .skip(1)
-        .map(|l| {
-            let cols: Vec<&str> = l.split(',').collect();
-            (
-                cols[0].parse().expect("step"),
-                cols[3].parse().expect("loss"),
-                cols[5].parse().ok(),
-            )
-        })
-        .collect()
 }
 
 /// A scratch directory and a `steps`-step tiny config without dropout for a GPU training test,
