@@ -57,7 +57,6 @@ import argparse
 import hashlib
 import json
 import math
-import os
 import resource
 import shutil
 import struct
@@ -66,48 +65,16 @@ import sys
 import time
 from pathlib import Path
 
+import pyvenv
+
 REPO = Path(__file__).resolve().parent.parent
 VENV = REPO / "target" / "ctranslate2-venv"
-VENV_PYTHON = VENV / "bin" / "python3"
 CACHE_ROOT = REPO / "target" / "ctranslate2"
 PACKAGES = ["ctranslate2==4.8.5", "tokenizers==0.23.3", "numpy==2.4.6", "safetensors==0.8.0"]
+MODULES = ["ctranslate2", "tokenizers", "numpy", "safetensors"]
 # Bump when the conversion changes, so cached models are rebuilt.
 CONVERTER_VERSION = "1"
 BOS, EOS = 2, 3
-
-
-# --------------------------------------------------------------------------------------------
-# Environment
-
-
-def setup_venv() -> None:
-    """Creates the venv and installs the packages, skipping whatever is already there."""
-    if not VENV_PYTHON.exists():
-        print(f"creating {VENV}", file=sys.stderr)
-        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-    probe = "import ctranslate2, tokenizers, numpy, safetensors"
-    if subprocess.run([str(VENV_PYTHON), "-c", probe], capture_output=True).returncode == 0:
-        print(f"{VENV}: ready", file=sys.stderr)
-        return
-    subprocess.run(
-        [str(VENV_PYTHON), "-m", "pip", "install", "--quiet", *PACKAGES], check=True
-    )
-    print(f"{VENV}: installed {' '.join(PACKAGES)}", file=sys.stderr)
-
-
-def ensure_interpreter() -> None:
-    """Re-executes under the venv's Python when this one lacks the packages."""
-    try:
-        import ctranslate2  # noqa: F401
-        import numpy  # noqa: F401
-        import tokenizers  # noqa: F401
-    except ImportError:
-        if VENV_PYTHON.exists() and Path(sys.prefix).resolve() != VENV.resolve():
-            os.execv(str(VENV_PYTHON), [str(VENV_PYTHON), str(Path(__file__).resolve()), *sys.argv[1:]])
-        sys.exit(
-            f"ctranslate2/tokenizers/numpy are missing; run `python3 {Path(__file__).name} --setup` "
-            f"(creates {VENV})"
-        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -465,10 +432,10 @@ def main() -> None:
     args = ap.parse_args()
 
     if args.setup:
-        setup_venv()
+        pyvenv.setup(VENV, PACKAGES, MODULES)
         if not args.model:
             return
-    ensure_interpreter()
+    pyvenv.enter(VENV, MODULES, __file__)
     if not args.model:
         ap.error("--model is required")
     bundle = args.model

@@ -81,12 +81,14 @@ import sys
 import time
 from pathlib import Path
 
+import pyvenv
+
 REPO = Path(__file__).resolve().parent.parent
 VENV = REPO / "target" / "torch-venv"
-VENV_PYTHON = VENV / "bin" / "python3"
 WORK = REPO / "target" / "torch-train-bench"
 TRAIN_BIN = REPO / "target" / "release" / "train"
 PACKAGES = ["torch==2.15.0", "tokenizers==0.23.3", "numpy==2.4.6"]
+MODULES = ["torch", "tokenizers", "numpy"]
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 
 # src/config.rs `ModelConfig::preset`: d_model, d_ff, n_heads, layers (each side), dropout.
@@ -107,37 +109,6 @@ BUCKET_PAIRS, BATCH_SEED = 16384, 0
 
 # --------------------------------------------------------------------------------------------
 # Environment
-
-
-def setup_venv() -> None:
-    """Creates the venv and installs the packages, skipping whatever is already there."""
-    if not VENV_PYTHON.exists():
-        print(f"creating {VENV}", file=sys.stderr)
-        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-    probe = "import torch, tokenizers, numpy"
-    if subprocess.run([str(VENV_PYTHON), "-c", probe], capture_output=True).returncode == 0:
-        print(f"{VENV}: ready", file=sys.stderr)
-        return
-    print(f"installing {' '.join(PACKAGES)} (torch is the CUDA build: ~5.5 GB)", file=sys.stderr)
-    subprocess.run(
-        [str(VENV_PYTHON), "-m", "pip", "install", "--quiet", *PACKAGES], check=True
-    )
-    print(f"{VENV}: installed {' '.join(PACKAGES)}", file=sys.stderr)
-
-
-def ensure_interpreter() -> None:
-    """Re-executes under the venv's Python when this one lacks the packages."""
-    try:
-        import numpy  # noqa: F401
-        import tokenizers  # noqa: F401
-        import torch  # noqa: F401
-    except ImportError:
-        if VENV_PYTHON.exists() and Path(sys.prefix).resolve() != VENV.resolve():
-            os.execv(str(VENV_PYTHON), [str(VENV_PYTHON), str(Path(__file__).resolve()), *sys.argv[1:]])
-        sys.exit(
-            f"torch/tokenizers/numpy are missing; run `python3 {Path(__file__).name} --setup` "
-            f"(creates {VENV})"
-        )
 
 
 def wait_for_quiet(max_load: float, max_wait: float) -> dict:
@@ -588,9 +559,9 @@ def main() -> None:
     ap.add_argument("--json", type=Path, help="also write the results here")
     args = ap.parse_args()
     if args.setup:
-        setup_venv()
+        pyvenv.setup(VENV, PACKAGES, MODULES, "torch is the CUDA build: ~5.5 GB")
         return
-    ensure_interpreter()
+    pyvenv.enter(VENV, MODULES, __file__)
     import torch
 
     if not args.train_bin.exists():
