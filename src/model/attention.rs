@@ -1,7 +1,7 @@
 //! Multi-head scaled dot-product attention, with the projections split out so the decoder can
 //! compute cross-attention keys and values once per sentence and self-attention incrementally.
 
-use super::{cast_to, linear};
+use super::{cast_to, dropout, linear};
 use crate::config::ModelConfig;
 use burn::module::Module;
 use burn::nn::{Dropout, DropoutConfig, Linear};
@@ -112,7 +112,7 @@ impl MultiHeadAttention {
             scores = scores.mask_fill(mask.expand([batch, heads, q_len, kv_len]), MASKED);
         }
         let weights = softmax(scores, 3);
-        let context = cast_to(self.dropout.forward(weights.clone()), dtype)
+        let context = cast_to(dropout(&self.dropout, weights.clone()), dtype)
             .matmul(v)
             .swap_dims(1, 2)
             .reshape([batch, q_len, heads * d_head]);

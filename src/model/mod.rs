@@ -10,6 +10,7 @@
 //! Masks are `Bool` tensors where `true` hides a position.
 
 mod attention;
+mod dropout;
 mod greedy;
 mod load;
 mod step;
@@ -17,6 +18,7 @@ mod step;
 mod tests;
 
 pub use attention::MultiHeadAttention;
+use dropout::dropout;
 pub use greedy::greedy_decode;
 pub use step::{BurnSession, BurnStepError, translate_text};
 
@@ -79,7 +81,7 @@ impl FeedForward {
     /// `[batch, seq_len, d_model]` → `[batch, seq_len, d_model]`.
     pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
         self.linear2
-            .forward(self.dropout.forward(relu(self.linear1.forward(x))))
+            .forward(dropout(&self.dropout, relu(self.linear1.forward(x))))
     }
 }
 
@@ -123,7 +125,7 @@ impl Embed {
             .mul_scalar((self.d_model as f64).sqrt());
         let pe = cast_to(pe, x.dtype());
         let x = x.add(pe.unsqueeze_dim::<3>(0));
-        self.dropout.forward(x)
+        dropout(&self.dropout, x)
     }
 }
 
@@ -152,9 +154,9 @@ impl EncoderLayer {
         let (attn, _) = self
             .self_attn
             .forward(x.clone(), x.clone(), Some(src_mask.clone()));
-        let x = self.norm1.forward(x + self.dropout.forward(attn));
+        let x = self.norm1.forward(x + dropout(&self.dropout, attn));
         let ffn = self.ffn.forward(x.clone());
-        self.norm2.forward(x + self.dropout.forward(ffn))
+        self.norm2.forward(x + dropout(&self.dropout, ffn))
     }
 }
 
@@ -194,14 +196,14 @@ impl DecoderLayer {
         cross_v: Tensor<4>,
         src_mask: &Tensor<4, Bool>,
     ) -> (Tensor<3>, Tensor<4>) {
-        let x = self.norm1.forward(x + self.dropout.forward(attn));
+        let x = self.norm1.forward(x + dropout(&self.dropout, attn));
         let q = self.cross_attn.project_query(x.clone());
         let (cross, weights) = self
             .cross_attn
             .attend(q, cross_k, cross_v, Some(src_mask.clone()));
-        let x = self.norm2.forward(x + self.dropout.forward(cross));
+        let x = self.norm2.forward(x + dropout(&self.dropout, cross));
         let ffn = self.ffn.forward(x.clone());
-        (self.norm3.forward(x + self.dropout.forward(ffn)), weights)
+        (self.norm3.forward(x + dropout(&self.dropout, ffn)), weights)
     }
 }
 
