@@ -1,7 +1,7 @@
 //! Multi-head scaled dot-product attention, with the projections split out so the decoder can
 //! compute cross-attention keys and values once per sentence and self-attention incrementally.
 
-use super::{cast_to, dropout, linear};
+use super::{apply, cast_to, dropout, linear};
 use crate::config::ModelConfig;
 use burn::module::Module;
 use burn::nn::{Dropout, DropoutConfig, Linear};
@@ -56,15 +56,15 @@ impl MultiHeadAttention {
     /// # Shapes
     /// `[batch, len, d_model]` → `[batch, n_heads, len, d_head]`.
     pub(super) fn project_query(&self, x: Tensor<3>) -> Tensor<4> {
-        self.split_heads(self.query.forward(x))
+        self.split_heads(apply(&self.query, x))
     }
 
     /// # Shapes
     /// `[batch, len, d_model]` → keys and values `[batch, n_heads, len, d_head]`.
     pub(super) fn project_key_value(&self, x: Tensor<3>) -> (Tensor<4>, Tensor<4>) {
         (
-            self.split_heads(self.key.forward(x.clone())),
-            self.split_heads(self.value.forward(x)),
+            self.split_heads(apply(&self.key, x.clone())),
+            self.split_heads(apply(&self.value, x)),
         )
     }
 
@@ -116,7 +116,7 @@ impl MultiHeadAttention {
             .matmul(v)
             .swap_dims(1, 2)
             .reshape([batch, q_len, heads * d_head]);
-        (self.output.forward(context), weights)
+        (apply(&self.output, context), weights)
     }
 
     fn split_heads(&self, x: Tensor<3>) -> Tensor<4> {

@@ -43,6 +43,29 @@ fn linear(d_in: usize, d_out: usize, device: &Device) -> Linear {
         .init(device)
 }
 
+/// `x · weight (+ bias)` on the rows of `x`, as one 2-D matrix product.
+///
+/// burn's linear on a 3-D input often runs as a batched product against the weight broadcast
+/// over the batch (its tiling policy: for a 256-wide output and 4096-token batches, whenever the
+/// padded length is 16 or more), and its backward pass then builds one weight gradient per
+/// sentence and sums them: for `small` a `[batch, d_ff, d_model]` gradient of about 200 MB,
+/// zero-filled, copied and reduced, per layer and batch. Folding the batch into the rows first
+/// gives one product and one gradient, as torch does.
+///
+/// # Shapes
+/// `x [batch, len, d_in]`, `weight [d_in, d_out]` → `[batch, len, d_out]`.
+fn rows_linear(x: Tensor<3>, weight: Tensor<2>, bias: Option<Tensor<1>>) -> Tensor<3> {
+    let [batch, len, d_in] = x.dims();
+    let d_out = weight.dims()[1];
+    burn::tensor::module::linear(x.reshape([batch * len, d_in]), weight, bias)
+        .reshape([batch, len, d_out])
+}
+
+/// A [`Linear`] layer through [`rows_linear`].
+fn apply(layer: &Linear, x: Tensor<3>) -> Tensor<3> {
+    rows_linear(x, layer.weight.val(), layer.bias.as_ref().map(|b| b.val()))
+}
+
 /// `x` in `dtype` (a no-op when it already is). Mixed-precision training runs the model on
 /// half-precision copies of the weights; softmax and the loss widen to f32, burn's LayerNorm
 /// widens by itself.
@@ -80,8 +103,10 @@ impl FeedForward {
     /// # Shapes
     /// `[batch, seq_len, d_model]` → `[batch, seq_len, d_model]`.
     pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
-        self.linear2
-            .forward(dropout(&self.dropout, relu(self.linear1.forward(x))))
+        apply(
+            &self.linear2,
+            dropout(&self.dropout, relu(apply(&self.linear1, x))),
+        )
     }
 }
 
@@ -407,6 +432,6 @@ impl Transformer {
     /// The tied output projection: `x · E_tgtᵀ`.
     fn project(&self, x: Tensor<3>) -> Tensor<3> {
         let embedding = self.decoder.embed.embedding.weight.val(); // [tgt_vocab, d_model]
-        burn::tensor::module::linear(x, embedding.transpose(), None)
+        rows_linear(x, embedding.transpose(), None)
     }
 }
