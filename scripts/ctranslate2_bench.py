@@ -288,7 +288,9 @@ def percentile(values: list[float], q: float) -> float:
 
 
 class Engine:
-    def __init__(self, bundle: Path, model_dir: Path, compute_type: str, threads: int):
+    def __init__(
+        self, bundle: Path, model_dir: Path, compute_type: str, threads: int, device: str = "cpu"
+    ):
         import ctranslate2
         import tokenizers
 
@@ -299,7 +301,7 @@ class Engine:
         self.tgt_index = {p: i for i, p in enumerate(vocabulary(bundle / "target.tokenizer.json"))}
         self.translator = ctranslate2.Translator(
             str(model_dir),
-            device="cpu",
+            device=device,
             compute_type=compute_type,
             inter_threads=1,
             intra_threads=threads,
@@ -427,6 +429,9 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1, help="timed passes per run, fastest kept [1]")
     ap.add_argument("--threads", type=int, default=2, help="CT2 intra_threads [2]")
     ap.add_argument("--compute-type", default="int8", help="CT2 compute type [int8]")
+    ap.add_argument(
+        "--device", default="cpu", choices=["cpu", "cuda"], help="CT2 device [cpu]; cuda on a GPU"
+    )
     ap.add_argument("--reconvert", action="store_true", help="ignore the cached conversion")
     ap.add_argument("--convert-only", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -457,14 +462,14 @@ def main() -> None:
     lines = [l for l in lines if l.strip()]
 
     rss_before = peak_rss_mib()
-    engine = Engine(bundle, model_dir, args.compute_type, args.threads)
+    engine = Engine(bundle, model_dir, args.compute_type, args.threads, args.device)
     results = {
         "engine": "ctranslate2",
         "ctranslate2_version": ctranslate2.__version__,
         "model": str(bundle),
         "converted": str(model_dir),
         "src": str(args.src),
-        "device": "cpu",
+        "device": args.device,
         "compute_type": args.compute_type,
         "inter_threads": 1,
         "intra_threads": args.threads,
@@ -488,14 +493,14 @@ def main() -> None:
     for name, path, beam, lp in todo:
         checks[name] = check(engine, path, beam, lp, args.patience, args.limit)
     if todo and args.compute_type != "float32":
-        f32 = Engine(bundle, model_dir, "float32", args.threads)
+        f32 = Engine(bundle, model_dir, "float32", args.threads, args.device)
         for name, path, beam, lp in todo:
             checks[f"{name}_float32"] = check(f32, path, beam, lp, args.patience, args.limit)
         del f32
     results["checks"] = checks
     results["peak_rss_mib"] = peak_rss_mib()
 
-    print(f"CTranslate2 {ctranslate2.__version__} on {bundle} ({args.compute_type}, cpu, "
+    print(f"CTranslate2 {ctranslate2.__version__} on {bundle} ({args.compute_type}, {args.device}, "
           f"{args.threads} threads), {len(lines)} sentences from {args.src}")
     print(f"{'run':<8}{'sent/s':>9}{'tok/s':>9}{'p50 ms':>9}{'p95 ms':>9}{'RSS MiB':>9}")
     for name, r in results["runs"].items():

@@ -4,7 +4,8 @@
 //! backend (greedy), optionally the burn model on burn-wgpu on the same adapter as the engine
 //! (greedy; `--burn-wgpu`, its shader compilation is excluded from the timing: one untimed
 //! warm-up sentence first) and optionally CTranslate2 int8 on the CPU (`--ctranslate2`, via
-//! `scripts/ctranslate2_bench.py`) and optionally our page in headless Chromium with SwiftShader
+//! `scripts/ctranslate2_bench.py`; `--ctranslate2-device cuda` runs it on the GPU of a GPU
+//! machine, to compare with our engine on that GPU's Vulkan driver) and optionally our page in headless Chromium with SwiftShader
 //! WebGPU, greedy and beam 4 with the native rows' options (`--browser`, via
 //! `scripts/page_bench.mjs`: the trunk build in `dist/` loads `--model` through its own model
 //! picker and worker; model load and one untimed warm-up sentence are excluded; the time per line
@@ -52,6 +53,9 @@ struct Args {
     /// Also run CTranslate2 (needs the venv of `scripts/ctranslate2_bench.py --setup`).
     #[arg(long)]
     ctranslate2: bool,
+    /// CTranslate2's device: `cpu`, or `cuda` to compare with our engine on a GPU machine.
+    #[arg(long, default_value = "cpu", value_parser = ["cpu", "cuda"])]
+    ctranslate2_device: String,
     /// Also run our page (`dist/`, from `trunk build --config trunk.toml`) in headless Chromium
     /// with SwiftShader WebGPU, greedy and beam 4 (needs node and `npm ci` in `tests/`).
     #[arg(long)]
@@ -260,6 +264,8 @@ fn ctranslate2_rows(args: &Args) -> Result<Vec<Row>, String> {
         .arg(&args.src)
         .arg("--limit")
         .arg(args.limit.to_string())
+        .arg("--device")
+        .arg(&args.ctranslate2_device)
         .arg("--json")
         .arg(&out)
         .status()
@@ -275,11 +281,12 @@ fn ctranslate2_rows(args: &Args) -> Result<Vec<Row>, String> {
         .map(|r| {
             let f = |k: &str| r[k].as_f64().unwrap_or(0.0);
             let beam = f("beam") as usize;
+            let device = args.ctranslate2_device.to_uppercase();
             Row {
                 name: if beam == 1 {
-                    "CTranslate2 int8 CPU, greedy".into()
+                    format!("CTranslate2 int8 {device}, greedy")
                 } else {
-                    format!("CTranslate2 int8 CPU, beam {beam}")
+                    format!("CTranslate2 int8 {device}, beam {beam}")
                 },
                 sentences: f("sentences") as usize,
                 seconds: f("total_s"),
