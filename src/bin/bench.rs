@@ -5,9 +5,9 @@
 //! (greedy; `--burn-wgpu`, its shader compilation is excluded from the timing: one untimed
 //! warm-up sentence first) and optionally CTranslate2 int8 on the CPU (`--ctranslate2`, via
 //! `scripts/ctranslate2_bench.py`; `--ctranslate2-device cuda` runs it on the GPU of a GPU
-//! machine, to compare with our engine on that GPU's Vulkan driver) and optionally our page in headless Chromium with SwiftShader
-//! WebGPU, greedy and beam 4 with the native rows' options (`--browser`, via
-//! `scripts/page_bench.mjs`: the trunk build in `dist/` loads `--model` through its own model
+//! machine, to compare with our engine on that GPU's Vulkan driver) and optionally our page in
+//! headless Chromium with SwiftShader WebGPU, greedy and beam 4 with the native rows' options
+//! (`--browser`, via `scripts/page_bench.mjs`: the trunk build in `dist/` loads `--model` through its own model
 //! picker and worker; model load and one untimed warm-up sentence are excluded; the time per line
 //! is the page's round trip to its worker; peak memory is Chromium's GPU process plus the page's
 //! renderer, from /proc). With `--browser`, our engine also runs natively on the same
