@@ -7,9 +7,9 @@
 //! `scripts/ctranslate2_bench.py`; `--ctranslate2-device cuda` runs it on the GPU of a GPU
 //! machine, to compare with our engine on that GPU's Vulkan driver) and optionally our page in
 //! headless Chromium with SwiftShader WebGPU, greedy and beam 4 with the native rows' options
-//! (`--browser`, via `scripts/page_bench.mjs`: the trunk build in `dist/` loads `--model` through its own model
-//! picker and worker; model load and one untimed warm-up sentence are excluded; the time per line
-//! is the page's round trip to its worker; peak memory is Chromium's GPU process plus the page's
+//! (`--browser`, via `scripts/page_bench.mjs`: the trunk build in `dist/` loads `--model`
+//! through its own model picker and worker; model load and one untimed warm-up sentence are
+//! excluded; the time per line is the page's round trip to its worker; peak memory is Chromium's GPU process plus the page's
 //! renderer, from /proc). With `--browser`, our engine also runs natively on the same
 //! SwiftShader Vulkan driver the page uses (Chromium's `vk_swiftshader_icd.json`, in a child
 //! process of bench), so that page / native on one driver shows the wasm and WebGPU overhead
