@@ -9,8 +9,8 @@
 //! headless Chromium with SwiftShader WebGPU, greedy and beam 4 with the native rows' options
 //! (`--browser`, via `scripts/page_bench.mjs`: the trunk build in `dist/` loads `--model`
 //! through its own model picker and worker; model load and one untimed warm-up sentence are
-//! excluded; the time per line is the page's round trip to its worker; peak memory is Chromium's GPU process plus the page's
-//! renderer, from /proc). With `--browser`, our engine also runs natively on the same
+//! excluded; the time per line is the page's round trip to its worker; peak memory is
+//! Chromium's GPU process plus the page's renderer, from /proc). With `--browser`, our engine also runs natively on the same
 //! SwiftShader Vulkan driver the page uses (Chromium's `vk_swiftshader_icd.json`, in a child
 //! process of bench), so that page / native on one driver shows the wasm and WebGPU overhead
 //! apart from the difference between CPU drivers. Every row translates the same lines, one line
