@@ -1,24 +1,22 @@
 //! `bench`: our GPU engine beside its peers on the same weights and sentences, in one run.
 //!
-//! Rows: the engine natively (greedy, beam 4, beam 8), the burn model on burn's flex CPU
-//! backend (greedy), optionally the burn model on burn-wgpu on the same adapter as the engine
-//! (greedy; `--burn-wgpu`, its shader compilation is excluded from the timing: one untimed
-//! warm-up sentence first) and optionally CTranslate2 int8 on the CPU (`--ctranslate2`, via
-//! `scripts/ctranslate2_bench.py`; `--ctranslate2-device cuda` runs it on the GPU of a GPU
-//! machine, to compare with our engine on that GPU's Vulkan driver) and optionally our page in
-//! headless Chromium with SwiftShader WebGPU, greedy and beam 4 with the native rows' options
-//! (`--browser`, via `scripts/page_bench.mjs`: the trunk build in `dist/` loads `--model`
-//! through its own model picker and worker; model load and one untimed warm-up sentence are
-//! excluded; the time per line is the page's round trip to its worker; peak memory is
-//! Chromium's GPU process plus the page's renderer, from /proc). With `--browser`, our engine also runs natively on the same
-//! SwiftShader Vulkan driver the page uses (Chromium's `vk_swiftshader_icd.json`, in a child
-//! process of bench), so that page / native on one driver shows the wasm and WebGPU overhead
-//! apart from the difference between CPU drivers. Every row translates the same lines, one line
-//! at a time; greedy rows
-//! use no repetition penalty so that all engines compute the same thing. Prints a table and the
-//! ratios, and writes JSON with `--json`. Target tokens are counted without EOS. This is a
-//! measurement, not a test: figures vary with the load of the machine, so compare rows of one
-//! run.
+//! Rows: the engine natively (greedy, beam 4, beam 8), the burn model on burn's flex CPU backend
+//! (greedy), optionally the burn model on burn-wgpu on the same adapter as the engine (greedy;
+//! `--burn-wgpu`, its shader compilation is excluded from the timing: one untimed warm-up sentence
+//! first) and optionally CTranslate2 int8 on the CPU (`--ctranslate2`, via
+//! `scripts/ctranslate2_bench.py`; `--ctranslate2-device cuda` runs it on the GPU of a GPU machine,
+//! to compare with our engine on that GPU's Vulkan driver) and optionally our page in headless
+//! Chromium with SwiftShader WebGPU, greedy and beam 4 with the native rows' options (`--browser`,
+//! via `scripts/page_bench.mjs`: the trunk build in `dist/` loads `--model` through its own model
+//! picker and worker; model load and one untimed warm-up sentence are excluded; the time per line
+//! is the page's round trip to its worker; peak memory is Chromium's GPU process plus the page's
+//! renderer, from /proc). With `--browser`, our engine also runs natively on the same SwiftShader
+//! Vulkan driver the page uses (Chromium's `vk_swiftshader_icd.json`, in a child process of bench),
+//! so that page / native on one driver shows the wasm and WebGPU overhead apart from the difference
+//! between CPU drivers. Every row translates the same lines, one line at a time; greedy rows use no
+//! repetition penalty so that all engines compute the same thing. Prints a table and the ratios,
+//! and writes JSON with `--json`. Target tokens are counted without EOS. This is a measurement, not
+//! a test: figures vary with the load of the machine, so compare rows of one run.
 
 use clap::Parser;
 use serde::{Deserialize, Serialize};
