@@ -134,7 +134,7 @@ fn tiny_training_reduces_the_loss_and_exports_a_valid_bundle() {
     let device = burn::tensor::Device::flex();
     let model = webnmt::model::Transformer::new(&config, &device)
         .load_file_checked(&run.join("best/model.bpk"));
-    let fp32 = webnmt::export::named_weights(&model);
+    let fp32 = webnmt::export::named_weights(&model).expect("readable weights");
     let mut matrices = 0;
     for spec in tensor_specs(&config) {
         let Some(name) = spec.name.strip_suffix(".weight") else {
@@ -514,5 +514,62 @@ fn the_epoch_limit_ends_with_a_validation_and_an_export() {
         "{rows:?}"
     );
     assert!(Bundle::from_dir(&dir.join("run/bundle")).is_ok());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Per-epoch sampling (subword regularization and origin weights, `[sampling]`) is a function
+/// of the seed and the epoch: two runs with it train on the same batches and log the same
+/// losses, which differ from a run without it. A misspelt origin tag is one error line.
+#[test]
+fn sampled_epochs_are_reproducible_and_a_misspelt_origin_is_one_error_line() {
+    let ko = |f: &str| format!("{FIXTURES}/ko-en/{f}");
+    let dir = scratch("sampling");
+    let config = write_config(&dir, 0, 1000, (&ko("train.ko"), &ko("train.en")));
+    let text = std::fs::read_to_string(&config)
+        .expect("config")
+        .replace(
+            &format!("target = \"{}\"", ko("train.en")),
+            &format!(
+                "target = \"{}\"\ntags = \"{}\"",
+                ko("train.en"),
+                ko("train.origin")
+            ),
+        )
+        .replace("de-en/dev.de", "ko-en/dev.ko")
+        .replace("de-en/dev.en", "ko-en/dev.en")
+        .replace("max_steps = 0", "max_steps = 0\nmax_epochs = 3")
+        .replace("log_every = 10", "log_every = 1");
+    std::fs::write(&config, text).expect("config");
+    // Korean needs a larger alphabet than the fixture config's 400 (the flag overrides it).
+    let sampling = [
+        "--src-vocab",
+        "800",
+        "--subword-alpha",
+        "0.2",
+        "--origin-weights",
+        "python-docs-ko-3.13=0.3,tatoeba-manythings-kor=2",
+    ];
+    let (a, stderr) = train_rows(&config, &dir, "a", &sampling);
+    assert!(stderr.contains("3 epochs"), "{stderr}");
+    let (b, _) = train_rows(&config, &dir, "b", &sampling);
+    assert!(a.len() >= 3, "{a:?}");
+    assert_eq!(a, b, "the same sampled epochs");
+    let (plain, _) = train_rows(&config, &dir, "plain", &sampling[..2]);
+    assert_ne!(a, plain, "sampling changed nothing");
+
+    let out = train_cmd(&config)
+        .args(["--run-dir", &dir.join("typo").display().to_string()])
+        .args(["--src-vocab", "800", "--origin-weights", "pythn-docs=2"])
+        .output()
+        .expect("train runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let last = stderr.lines().last().unwrap_or_default();
+    assert!(!out.status.success());
+    assert!(
+        last.starts_with("error: ")
+            && last.contains("pythn-docs")
+            && last.contains("gnome-help-ko"),
+        "{stderr}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

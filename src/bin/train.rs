@@ -80,6 +80,37 @@ struct Args {
     /// Override label smoothing (default 0.05).
     #[arg(long)]
     label_smoothing: Option<f64>,
+    /// Override dropout on attention weights, sublayer outputs, the FFN's ReLU and embeddings
+    /// (the preset's: small 0.1, base 0.3).
+    #[arg(long)]
+    dropout: Option<f64>,
+    /// Override the global gradient-norm clip (default 1.0; 0 disables).
+    #[arg(long)]
+    clip_norm: Option<f64>,
+    /// Override the source vocabulary size (default 16000); the tokenizer is trained anew.
+    #[arg(long)]
+    src_vocab: Option<u32>,
+    /// Override the target vocabulary size (default 16000).
+    #[arg(long)]
+    tgt_vocab: Option<u32>,
+    /// Subword regularization: sample a segmentation of every pair each epoch with this
+    /// smoothing alpha (0: off; 0.1-0.5 usual). Overrides sampling.subword_alpha.
+    #[arg(long)]
+    subword_alpha: Option<f64>,
+    /// Copies per epoch of each origin tag's pairs, `tag=weight,...` (fractions are sampled
+    /// anew each epoch, 0 leaves an origin out). Replaces sampling.origin_weights.
+    #[arg(long)]
+    origin_weights: Option<String>,
+    /// Override the cleaning rule's longest side in characters (default 200).
+    #[arg(long)]
+    max_chars: Option<usize>,
+    /// Override the cleaning rule's largest length ratio between the sides (default 3.5).
+    #[arg(long)]
+    max_ratio: Option<f64>,
+    /// Export the mean of the newest N checkpoints' weights instead of the best weights
+    /// (checkpoint averaging; at most keep_checkpoints, default 3). Works with --export-only.
+    #[arg(long)]
+    average_checkpoints: Option<usize>,
     /// Override the validation / checkpoint interval in steps (default 1000).
     #[arg(long)]
     eval_every: Option<usize>,
@@ -134,6 +165,28 @@ fn train(args: Args) -> Result<(), String> {
     t.label_smoothing = args.label_smoothing.unwrap_or(t.label_smoothing);
     t.seed = args.seed.unwrap_or(t.seed);
     t.precision = args.precision.unwrap_or(t.precision);
+    t.clip_norm = args.clip_norm.unwrap_or(t.clip_norm);
+    set(&mut t.average_checkpoints, args.average_checkpoints);
+    if let Some(dropout) = args.dropout {
+        config.model.dropout = Some(dropout);
+    }
+    if let Some(size) = args.src_vocab {
+        config.source_tokenizer.vocab_size = size;
+    }
+    if let Some(size) = args.tgt_vocab {
+        config.target_tokenizer.vocab_size = size;
+    }
+    let sampling = &mut config.sampling;
+    sampling.subword_alpha = args.subword_alpha.unwrap_or(sampling.subword_alpha);
+    if let Some(weights) = &args.origin_weights {
+        sampling.origin_weights = webnmt::train::epoch_data::SamplingConfig::parse_weights(weights)
+            .map_err(|e| format!("--origin-weights: {e}"))?;
+    }
+    sampling.validate()?;
+    set(&mut config.clean.max_chars, args.max_chars);
+    config.clean.max_ratio = args.max_ratio.unwrap_or(config.clean.max_ratio);
+    config.clean.validate().map_err(|e| e.to_string())?;
+    let t = &mut config.training;
     if let Some(dir) = args.init_from {
         t.init_from = Some(cwd.join(dir));
     }

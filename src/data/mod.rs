@@ -42,6 +42,7 @@ pub use batch::{
 pub use clean::{CleanConfig, CleanReport, clean, length_ratio};
 pub use error::DataError;
 pub use read::{Corpus, CorpusFiles, Pair, read_aligned, read_tsv};
+pub(crate) use rng::SplitMix64;
 pub use split::{Split, SplitConfig, SplitReport, SplitSize, remove_overlap, split};
 
 /// Writes `label  count` rows, one per line, the counts right-aligned in one column, for the

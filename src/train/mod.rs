@@ -10,6 +10,7 @@
 pub mod checkpoint;
 pub mod clip;
 pub mod devices;
+pub mod epoch_data;
 pub mod loss;
 pub mod metrics;
 pub mod precision;
@@ -69,6 +70,9 @@ pub struct TrainOptions {
     pub min_delta: f64,
     /// Complete checkpoints kept on disk.
     pub keep_checkpoints: usize,
+    /// Export the mean of the newest this many checkpoints' weights instead of the best
+    /// weights (checkpoint averaging; 0 or 1: the best weights). At most `keep_checkpoints`.
+    pub average_checkpoints: usize,
     /// Forward/backward precision: auto (f16 mixed precision on GPU backends that support it,
     /// f32 on the CPU), f32, f16 or bf16; the weights and optimizer stay f32 (see
     /// [`precision`]). The reference trained with automatic mixed precision.
@@ -100,6 +104,7 @@ impl Default for TrainOptions {
             patience: 10,
             min_delta: 0.001,
             keep_checkpoints: 3,
+            average_checkpoints: 0,
             precision: precision::Precision::Auto,
             init_from: None,
         }
@@ -162,8 +167,12 @@ pub struct TrainSummary {
 
 /// Everything one run needs besides its options.
 pub struct TrainData<'a> {
-    /// Training batches.
+    /// Training batches (of epoch 0 when `resample` is given).
     pub train: &'a Batcher,
+    /// The training batches of a later epoch, when they change from epoch to epoch (sampled
+    /// subword segmentations, per-origin sampling weights; see [`epoch_data`]). Must be a
+    /// function of the epoch alone, so a resumed run sees the same batches.
+    pub resample: Option<&'a (dyn Fn(u64) -> Result<Batcher, String> + Sync)>,
     /// Validation batches (the loss is computed over all of them).
     pub dev: &'a Batcher,
     /// Dev pairs translated greedily for BLEU / chrF (the first `bleu_sentences`).
@@ -194,6 +203,13 @@ impl TrainOptions {
                 "lr_factor must be positive; clip_norm, min_delta and max_minutes non-negative"
                     .into(),
             );
+        }
+        if self.average_checkpoints > self.keep_checkpoints {
+            return fail(format!(
+                "average_checkpoints = {} needs as many checkpoints kept on disk; raise \
+                 keep_checkpoints (now {}) to at least that",
+                self.average_checkpoints, self.keep_checkpoints
+            ));
         }
         if self.max_epochs == 0 && self.max_steps == 0 {
             return fail("set max_epochs or max_steps".into());
@@ -375,7 +391,16 @@ pub fn train(
     let mut pending = 0usize;
     let mut device_batches = vec![0u64; workers.len()];
     'epochs: loop {
-        let mut batches = data.train.epoch(state.epoch as u64, state.batch_in_epoch);
+        let resampled;
+        let batcher = match data.resample {
+            Some(resample) if state.epoch > 0 => {
+                resampled = resample(state.epoch as u64).map_err(TrainError::Options)?;
+                &resampled
+            }
+            _ => data.train,
+        };
+        let batches_per_epoch = batcher.plan(state.epoch as u64).len();
+        let mut batches = batcher.epoch(state.epoch as u64, state.batch_in_epoch);
         loop {
             // One batch per device, never past the end of the optimizer step.
             let round: Vec<Batch> = batches

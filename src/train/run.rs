@@ -5,13 +5,14 @@
 //! `data.txt` (cleaning and split report), `checkpoints/`, `best/`, `metrics.csv`,
 //! `metrics.svg`, held-out test sets, and `bundle/`.
 
+use super::epoch_data::{EpochData, SamplingConfig};
 use super::{TrainData, TrainError, TrainOptions, TrainState, TrainSummary, train};
 use crate::config::{BOS_ID, ConfigError, EOS_ID, ModelConfig, PAD_ID};
 use crate::data::{
     BatchConfig, Batcher, CleanConfig, Corpus, CorpusFiles, DataError, SpecialIds, Split,
     SplitConfig, SplitSize, TokenPair, clean, split,
 };
-use crate::export::{ExportInfo, export_bundle};
+use crate::export::{ExportInfo, average_weights, export_weights, named_weights};
 use crate::model::Transformer;
 use crate::tokenizer::{Tokenizer, TokenizerConfig, TokenizerError, train_unigram};
 use burn::module::Module;
@@ -47,6 +48,9 @@ pub struct RunConfig {
     pub batch: BatchConfig,
     #[serde(default)]
     pub training: TrainOptions,
+    /// How each epoch's pairs are drawn: subword sampling, per-origin weights.
+    #[serde(default)]
+    pub sampling: SamplingConfig,
 }
 
 /// `[model]`: a preset, optionally with some sizes overridden (vocabulary sizes come from the
@@ -116,6 +120,7 @@ impl RunConfig {
         config.source_tokenizer.validate()?;
         config.target_tokenizer.validate()?;
         config.training.validate()?;
+        config.sampling.validate().map_err(err)?;
         Ok(config)
     }
 
@@ -295,11 +300,32 @@ pub fn run(config: &RunConfig, devices: &[Device], resume: bool) -> Result<Train
         max_seq_len: model_config.max_seq_len,
         ..config.batch.clone()
     };
-    let train_batches = Batcher::new(
-        tokenize(&parts.train, &src_tok, &tgt_tok)?,
-        &batch_config,
-        ids,
-    )?;
+    let train_tokens = tokenize(&parts.train, &src_tok, &tgt_tok)?;
+    let epoch_data = if config.sampling.is_fixed() {
+        None
+    } else {
+        Some(
+            EpochData::new(
+                &parts.train,
+                &train_tokens,
+                (&src_tok, &tgt_tok),
+                &config.sampling,
+                &batch_config,
+                ids,
+            )
+            .map_err(|e| RunError::Train(TrainError::Options(e)))?,
+        )
+    };
+    let train_batches = match &epoch_data {
+        Some(data) => data
+            .batcher(0)
+            .map_err(|e| RunError::Train(TrainError::Options(e)))?,
+        None => Batcher::new(train_tokens.clone(), &batch_config, ids)?,
+    };
+    let resample = |epoch: u64| match &epoch_data {
+        Some(data) => data.batcher(epoch),
+        None => Err("no per-epoch sampling configured".to_string()),
+    };
     let dev_pairs = tokenize(&dev, &src_tok, &tgt_tok)?;
     let dev_batches = Batcher::new(dev_pairs.clone(), &batch_config, ids)?;
     eprintln!(
@@ -315,6 +341,7 @@ pub fn run(config: &RunConfig, devices: &[Device], resume: bool) -> Result<Train
         &config.training,
         &TrainData {
             train: &train_batches,
+            resample: epoch_data.as_ref().map(|_| &resample as _),
             dev: &dev_batches,
             dev_pairs: &dev_pairs,
             target_tokenizer: &tgt_tok,
@@ -335,7 +362,8 @@ pub fn run(config: &RunConfig, devices: &[Device], resume: bool) -> Result<Train
     Ok(summary)
 }
 
-/// Writes `run_dir/bundle` from the run's best weights (`best/model.bpk`).
+/// Writes `run_dir/bundle` from the run's best weights (`best/model.bpk`), or from the mean of
+/// its newest `average_checkpoints` checkpoints.
 fn export(
     config: &RunConfig,
     model_config: &ModelConfig,
@@ -344,13 +372,40 @@ fn export(
     state: &TrainState,
     device: &Device,
 ) -> Result<(), RunError> {
-    let path = config.run_dir.join("best").join("model.bpk");
-    let best = Transformer::new(model_config, device)
-        .try_load_file(&path)
-        .map_err(|e| RunError::Write {
-            path: path.clone(),
-            reason: format!("cannot load the best model: {e:?}"),
+    let load = |path: PathBuf| {
+        Transformer::new(model_config, device)
+            .try_load_file(&path)
+            .map_err(|e| RunError::Write {
+                path: path.clone(),
+                reason: format!("cannot load the model: {e:?}"),
+            })
+            .and_then(|model| Ok(named_weights(&model)?))
+    };
+    let n = config.training.average_checkpoints;
+    let (weights, averaged) = if n > 1 {
+        let dir = config.run_dir.join("checkpoints");
+        let list = super::checkpoint::Checkpoints::open(&dir, usize::MAX)
+            .and_then(|c| c.list())
+            .map_err(|e| RunError::Write {
+                path: dir.clone(),
+                reason: e.to_string(),
+            })?;
+        let newest = &list[list.len().saturating_sub(n)..];
+        let models = newest
+            .iter()
+            .map(|(_, d)| load(d.join("model.bpk")))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mean = average_weights(&models).ok_or_else(|| RunError::Write {
+            path: dir.clone(),
+            reason: "no checkpoints to average, or checkpoints of different models".into(),
         })?;
+        (mean, newest.iter().map(|(step, _)| *step).collect())
+    } else {
+        (
+            load(config.run_dir.join("best").join("model.bpk"))?,
+            Vec::new(),
+        )
+    };
     let metrics = serde_json::json!({
         "steps": state.step,
         "epochs": state.epoch,
@@ -359,9 +414,10 @@ fn export(
         "stopped": state.stopped,
         "training_secs": state.elapsed_secs,
         "target_tokens": state.target_tokens,
+        "averaged_checkpoints": averaged,
     });
-    export_bundle(
-        &best,
+    export_weights(
+        &weights,
         model_config,
         src_tok,
         tgt_tok,

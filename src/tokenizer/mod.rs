@@ -194,17 +194,6 @@ pub enum TokenizerError {
     },
 }
 
-/// One token of [`Tokenizer::encode_with_offsets`], for showing tokens over the source text.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TokenSpan {
-    /// The token id.
-    pub id: u32,
-    /// Byte offset in the original (un-normalised) text where the token starts.
-    pub start: usize,
-    /// Byte offset one past the token's end.
-    pub end: usize,
-}
-
 /// A loaded subword vocabulary: text ↔ token ids, identical on native and wasm.
 #[derive(Clone)]
 pub struct Tokenizer {
@@ -352,35 +341,6 @@ impl Tokenizer {
                 message: e.to_string(),
             })?;
         Ok(encoding.get_ids().to_vec())
-    }
-
-    /// Like [`Tokenizer::encode`], with each token's byte range in `text` (for attention
-    /// heat maps). Ranges leave out the whitespace before a word, so a token that is only a
-    /// `▁` may have an empty range; NFKC may map one original character to several tokens,
-    /// which then share its range.
-    pub fn encode_with_offsets(&self, text: &str) -> Result<Vec<TokenSpan>, TokenizerError> {
-        let encoding = self
-            .inner
-            .encode(text, false)
-            .map_err(|e| TokenizerError::Encode {
-                message: e.to_string(),
-            })?;
-        Ok(encoding
-            .get_ids()
-            .iter()
-            .zip(encoding.get_offsets())
-            .map(|(&id, &(start, end))| {
-                // The `▁` of a word maps back to the whitespace before it; leave that out.
-                let blank = text
-                    .get(start..end)
-                    .map_or(0, |s| s.len() - s.trim_start().len());
-                TokenSpan {
-                    id,
-                    start: start + blank,
-                    end,
-                }
-            })
-            .collect())
     }
 
     /// Text of `ids`: special tokens (`<pad>`, `<unk>`, `<s>`, `</s>`) are skipped, `▁`
@@ -620,6 +580,10 @@ pub fn preset_vocab_size(pairs: usize) -> u32 {
     }
 }
 
+#[cfg(feature = "train")]
+mod sample;
+#[cfg(feature = "train")]
+pub use sample::SubwordSampler;
 #[cfg(feature = "train")]
 pub use training::train_unigram;
 
@@ -945,17 +909,6 @@ mod tests {
             }) => {}
             other => panic!("expected IdOutOfRange, got {other:?}"),
         }
-    }
-
-    #[test]
-    fn offsets_point_into_the_original_text() {
-        let t = handmade();
-        let text = "the  cat";
-        let spans = t
-            .encode_with_offsets(text)
-            .unwrap_or_else(|e| panic!("{e}"));
-        let words: Vec<&str> = spans.iter().map(|s| &text[s.start..s.end]).collect();
-        assert_eq!(words, ["the", "cat"]);
     }
 
     #[test]

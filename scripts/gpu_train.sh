@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# Training on a lent GPU machine (an H200 for a few minutes): measure, then train the rest of the
+# budget with the fastest setting, and bring the checkpoint back with its optimizer state.
+#
+# Here (no GPU needed), once per change of code or data:
+#   scripts/gpu_train.sh prepare [PAIR]
+#     builds `train` (release), strips it and packs it with the pair's corpus, the Vulkan loader
+#     packages and the shipped bundle into gpu/ (ignored by git; it travels with `carry`).
+# On the device machine (the `run` tool: carry ["gpu"], timeout_s 600):
+#   scripts/gpu_train.sh train [PAIR] [MINUTES]          (default ko-en 8)
+#     1. probes each setting for PROBE_STEPS optimizer steps (default 40): batch sizes
+#        PROBE_TOKENS (default "8192 16384 32768 65536" padded tokens) in f32 and f16, and
+#        reads the target tokens/s of the steps after the first window from metrics.csv;
+#     2. trains for the rest of MINUTES with the fastest setting, starting from the shipped
+#        bundle's weights (a checkpoint with its Adam state is ~165 MB for ko-en `small`, over
+#        the 64 MiB that travels to the machine); the learning rate is scaled for the batch
+#        (Noam factor × sqrt(tokens / 4096), warm-up ÷ the same);
+#     3. writes the run (newest checkpoint with optim.bpk and state.json, bundle)
+#        as one tar in 15 MB parts under /tmp/webnmt-out, and copies the first 4 parts, the
+#        probe table and the log to $OUT.
+#   scripts/gpu_train.sh fetch K      copies parts 4K..4K+3 to $OUT (the tool returns at most
+#                                     8 files of 16 MiB a call); call it while the machine is warm
+# Here again:
+#   scripts/gpu_train.sh unpack DIR [PAIR]   joins the parts fetched into DIR (the tool's
+#     files_at folders, in order) into $WEBNMT_RUNS/PAIR-gpu (default ~/webnmt-runs), ready for
+#     `train --resume` there or `scripts/improve.sh` (SKIP_TRAIN=1 RUN_DIR=...).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cmd="${1:-}"
+shift || true
+pair="${1:-ko-en}"
+src_lang="${pair%-*}"
+tgt_lang="${pair#*-}"
+pack=gpu
+
+case "$cmd" in
+prepare)
+  cargo build --locked --release --features train --bin train
+  rm -rf "$pack" && mkdir -p "$pack/data/$pair" "$pack/gl" "$pack/bundle"
+  grep -qx '/gpu/' .git/info/exclude 2>/dev/null || echo '/gpu/' >>.git/info/exclude
+  strip -o "$pack/train" target/release/train
+  cp ../shared/data/"$pair"/* "$pack/data/$pair/"
+  xz -T0 -6 "$pack/data/$pair"/train.*
+  cp web/models/"$pair"/* "$pack/bundle/"
+  o='-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64'
+  mkdir -p /tmp/amd64/partial
+  # shellcheck disable=SC2086
+  apt-get $o update -qq && (cd "$pack/gl" && apt-get $o download -qq libvulkan1)
+  du -sh "$pack"
+  ;;
+train)
+  minutes="${2:-8}"
+  out="${OUT:-/tmp/webnmt-out-final}"
+  work=/tmp/webnmt-gpu
+  parts=/tmp/webnmt-out
+  mkdir -p "$work" "$parts" "$out"
+  exec > >(tee "$out/gpu_train.log") 2>&1
+  start=$SECONDS
+  for f in "$pack"/gl/*.deb; do dpkg -x "$f" /; done
+  ldconfig
+  if [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
+    export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+  fi
+  nvidia-smi --query-gpu=name,memory.total --format=csv || true
+  # The config reads ../../shared/data/PAIR relative to configs/: lay the corpus out there.
+  mkdir -p ../shared/data/"$pair"
+  for f in "$pack/data/$pair"/*; do
+    case "$f" in
+    *.xz) xz -dc "$f" >"../shared/data/$pair/$(basename "${f%.xz}")" ;;
+    *) cp "$f" "../shared/data/$pair/" ;;
+    esac
+  done
+  train="$pack/train"
+  config="configs/$pair-gpu.toml"
+  base_lr=$(grep -E '^lr_factor' "$config" | head -1 | sed 's/.*= *//')
+  base_warmup=$(grep -E '^warmup_steps' "$config" | head -1 | sed 's/.*= *//')
+  scaled() { # scaled TOKENS -> "lr warmup" for a batch of TOKENS padded tokens
+    awk -v t="$1" -v lr="$base_lr" -v w="$base_warmup" \
+      'BEGIN { k = sqrt(t / 4096); printf "%.4f %d\n", lr * k, (w / k < 50 ? 50 : w / k) }'
+  }
+  echo "precision tokens target_tok_per_s" >"$out/probe.txt"
+  best="" best_rate=0
+  for precision in f32 f16; do
+    for tokens in ${PROBE_TOKENS:-8192 16384 32768 65536}; do
+      read -r lr warmup < <(scaled "$tokens")
+      dir="$work/probe-$precision-$tokens"
+      rm -rf "$dir"
+      if "$train" --config "$config" --device gpu --run-dir "$dir" --init-from "$pack/bundle" \
+        --precision "$precision" --max-tokens "$tokens" --accum-steps 1 --lr-factor "$lr" \
+        --warmup-steps "$warmup" --max-steps "${PROBE_STEPS:-40}" --eval-every 100000 \
+        >"$dir.log" 2>&1; then
+        # metrics.csv: the rows after the first (shader compilation, autotuning) window.
+        rate=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "tokens_per_sec") c = i; next }
+          NR > 2 { s += $c; n++ } END { printf "%.0f\n", n ? s / n : 0 }' "$dir/metrics.csv")
+      else
+        rate=0
+        tail -3 "$dir.log"
+      fi
+      echo "$precision $tokens $rate" | tee -a "$out/probe.txt"
+      if [ "$rate" -gt "$best_rate" ]; then best_rate=$rate best="$precision $tokens"; fi
+    done
+  done
+  [ -n "$best" ] || { echo "every probe failed; see the logs above" >&2; exit 1; }
+  read -r precision tokens <<<"$best"
+  read -r lr warmup < <(scaled "$tokens")
+  left=$(awk -v m="$minutes" -v s=$((SECONDS - start)) 'BEGIN { printf "%.2f", m - s / 60 - 1 }')
+  echo "fastest: $precision, $tokens tokens/batch ($best_rate target tokens/s); training $left minutes with lr factor $lr, warm-up $warmup"
+  run="$work/run"
+  rm -rf "$run"
+  "$train" --config "$config" --device gpu --run-dir "$run" --init-from "$pack/bundle" --resume \
+    --precision "$precision" --max-tokens "$tokens" --accum-steps 1 --lr-factor "$lr" \
+    --warmup-steps "$warmup" --max-minutes "$left" --eval-every 500
+  newest=$(ls -d "$run"/checkpoints/*/ | sort -V | tail -1)
+  (cd "$run" && tar cf - config.toml data.txt metrics.csv ./*.tokenizer.json bundle \
+    "checkpoints/$(basename "$newest")") | split -b 15000000 -d -a 2 - "$parts/run.tar."
+  ls -l "$parts"
+  cp "$run/metrics.csv" "$out/"
+  n=0
+  for f in "$parts"/run.tar.*; do
+    [ $n -lt 4 ] && cp "$f" "$out/"
+    n=$((n + 1))
+  done
+  echo "$n parts; fetch the rest with: scripts/gpu_train.sh fetch 1 (then 2, ...)"
+  ;;
+fetch)
+  k="${1:?which group of 4 parts}"
+  parts=(/tmp/webnmt-out/run.tar.*)
+  for i in $(seq $((4 * k)) $((4 * k + 3))); do
+    [ "$i" -lt ${#parts[@]} ] && cp "${parts[$i]}" "$OUT/"
+  done
+  ls -l "$OUT"
+  ;;
+unpack)
+  dir="${1:?folder holding the fetched run.tar.NN parts}"
+  pair="${2:-ko-en}"
+  dest="${WEBNMT_RUNS:-$HOME/webnmt-runs}/$pair-gpu"
+  mkdir -p "$dest"
+  cat "$dir"/run.tar.* | tar xf - -C "$dest"
+  echo "unpacked into $dest: $(ls "$dest")"
+  ;;
+*)
+  sed -n '2,30p' "$0" >&2
+  exit 2
+  ;;
+esac

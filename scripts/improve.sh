@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# One round of "keep improving the shipped model": train in the background for a budget, then
+# replace the shipped bundle only if the new one scores higher on dev.
+#
+#   scripts/improve.sh [PAIR] [MINUTES]        # default: ko-en 120
+#
+# 1. Builds `train` and `evaluate` (release).
+# 2. Trains under `nice -n 19` (builds and tests keep the cores) in $WEBNMT_RUNS/PAIR
+#    (default ~/webnmt-runs: outside the work tree, so checkpoints never reach git). The run
+#    resumes from its newest checkpoint when there is one, with its optimizer state; otherwise
+#    it starts from the shipped bundle's weights (web/models/PAIR) with a fresh optimizer and a
+#    short warm-up. `--max-minutes MINUTES` ends it with a validation, checkpoint and export.
+# 3. Scores the run's new bundle and the shipped one on the pair's dev set with the default
+#    decoding (the bundles' int8 weights in burn on the CPU: `evaluate --cpu`).
+# 4. Copies the new bundle into web/models/PAIR only when its dev BLEU beats the shipped one by
+#    at least MIN_GAIN (default 0.5), and says so; otherwise leaves the shipped model alone.
+#    Every round therefore leaves the shipped model better or unchanged. Commit the bundle
+#    yourself after reading the scores (target/improve/PAIR/*.json).
+#
+# Environment: WEBNMT_RUNS, MIN_GAIN, TRAIN_ARGS (flags for `train`; default
+# "--warmup-steps 400 --lr-factor 0.3 --eval-every 200": a continuation's learning rate peaks at
+# about the shipped run's final one, and a checkpoint is at most ~10 CPU minutes old; keep the
+# same flags across rounds, the schedule is computed from them), SKIP_TRAIN=1 (only compare and
+# promote).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+pair="${1:-ko-en}"
+minutes="${2:-120}"
+runs="${WEBNMT_RUNS:-$HOME/webnmt-runs}"
+min_gain="${MIN_GAIN:-0.5}"
+config="configs/$pair.toml"
+shipped="web/models/$pair"
+run_dir="$runs/$pair"
+out="target/improve/$pair"
+[ -f "$config" ] || { echo "no $config: name a pair that has a config (ko-en, de-en)" >&2; exit 2; }
+[ -d "$shipped" ] || { echo "no shipped bundle $shipped" >&2; exit 2; }
+src_lang="${pair%-*}"
+tgt_lang="${pair#*-}"
+dev_src="../shared/data/$pair/dev.$src_lang"
+dev_ref="../shared/data/$pair/dev.$tgt_lang"
+[ -f "$dev_src" ] && [ -f "$dev_ref" ] || { echo "no dev set $dev_src / $dev_ref" >&2; exit 2; }
+mkdir -p "$runs" "$out"
+
+echo "==> building train and evaluate"
+cargo build --locked --release --features train --bin train --bin evaluate
+
+if [ "${SKIP_TRAIN:-0}" != 1 ]; then
+  if [ -d "$run_dir/checkpoints" ] && ls "$run_dir/checkpoints" | grep -q .; then
+    echo "==> resuming $run_dir for $minutes minutes"
+  else
+    echo "==> starting $run_dir from $shipped for $minutes minutes"
+  fi
+  # --init-from only applies when there is no checkpoint; --resume only when there is one.
+  # shellcheck disable=SC2086 # TRAIN_ARGS is a list of flags
+  nice -n 19 target/release/train --config "$config" --run-dir "$run_dir" --device auto \
+    --resume --init-from "$shipped" --max-minutes "$minutes" ${TRAIN_ARGS:---warmup-steps 400 --lr-factor 0.3 --eval-every 200} \
+    2>&1 | tee -a "$run_dir.log"
+fi
+[ -f "$run_dir/bundle/manifest.json" ] || { echo "no bundle in $run_dir/bundle: train first" >&2; exit 1; }
+
+score() { # score BUNDLE NAME -> prints dev BLEU
+  nice -n 19 target/release/evaluate --model "$1" --cpu --src "$dev_src" --ref "$dev_ref" \
+    --json "$out/$2.json" --output "$out/$2.txt" >&2
+  jq -r '.report.bleu.score' "$out/$2.json"
+}
+echo "==> dev BLEU, default decoding"
+old=$(score "$shipped" shipped)
+new=$(score "$run_dir/bundle" candidate)
+echo "shipped $old, candidate $new (needs +$min_gain)"
+if awk -v n="$new" -v o="$old" -v g="$min_gain" 'BEGIN { exit !(n >= o + g) }'; then
+  cp "$run_dir"/bundle/{manifest.json,model.safetensors,source.tokenizer.json,target.tokenizer.json} "$shipped/"
+  echo "==> promoted: $shipped now holds the candidate (dev BLEU $old -> $new); commit it"
+else
+  echo "==> kept the shipped model: the candidate is not $min_gain BLEU better"
+fi
