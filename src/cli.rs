@@ -44,10 +44,7 @@ impl SearchArgs {
     /// The options these flags describe.
     pub fn options(&self) -> SearchOptions {
         let mut o = if self.greedy {
-            SearchOptions {
-                repetition_penalty: 1.0,
-                ..SearchOptions::greedy()
-            }
+            SearchOptions::greedy()
         } else {
             SearchOptions::default()
         };

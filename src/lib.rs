@@ -9,7 +9,9 @@
 //! - [`weights`]: the int8 weight layout and the validated model bundle;
 //! - [`selfcheck`]: runs every kernel against its reference on seeded inputs (native tests and
 //!   the page both use it);
-//! - [`infer`]: the GPU engine (encoder pass, decoder step, text in → text out);
+//! - [`infer`]: the GPU engine (encoder pass, decoder step, teacher-forced pass);
+//! - [`translate`]: text in → text out for every engine (sentences, chunks, encoder batches,
+//!   n-best lists, heatmaps, timings) over a [`translate::TranslationEngine`];
 //! - [`search`]: beam search (diverse groups, length and repetition penalties) over a
 //!   [`search::StepModel`], CPU only and engine-agnostic;
 //! - [`eval`]: sacreBLEU-compatible BLEU and chrF, and the reference implementation's error
@@ -37,6 +39,7 @@ pub mod selfcheck;
 pub mod tokenizer;
 #[cfg(feature = "train")]
 pub mod train;
+pub mod translate;
 pub mod weights;
 
 #[cfg(all(feature = "web", target_arch = "wasm32"))]

@@ -8,8 +8,9 @@ use pollster::block_on;
 use webnmt::config::{BOS_ID, EOS_ID};
 use webnmt::gpu::testing::gpu_or_skip;
 use webnmt::infer::Engine;
-use webnmt::model::{BurnSession, Transformer, greedy_decode};
+use webnmt::model::{BurnEngine, BurnSession, Transformer, greedy_decode};
 use webnmt::search::{SearchOptions, beam_search, log_softmax};
+use webnmt::translate::{TranslateOptions, TranslationEngine, translate};
 use webnmt::weights::Bundle;
 
 const TINY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/tiny/bundle");
@@ -36,13 +37,6 @@ fn sources(engine: &Engine) -> Vec<Vec<u32>> {
         .collect();
     assert_eq!(sources.len(), 50);
     sources
-}
-
-fn greedy() -> SearchOptions {
-    SearchOptions {
-        repetition_penalty: 1.0,
-        ..SearchOptions::greedy()
-    }
 }
 
 #[test]
@@ -89,7 +83,7 @@ fn greedy_equals_burn_greedy_on_50_sentences() {
         return;
     };
     let sources = sources(&engine);
-    let options = greedy();
+    let options = SearchOptions::greedy();
     let encoded = block_on(engine.encode(&sources)).expect("encoder runs");
     let cap = engine.config().max_seq_len;
     for (i, src) in sources.iter().enumerate() {
@@ -137,6 +131,63 @@ fn beam_search_equals_burn_beam_search() {
                 (a.score - b.score).abs() < 1e-3,
                 "sentence {i}: {a:?} vs {b:?}"
             );
+        }
+    }
+}
+
+/// The shared text pipeline gives the same translations, n-best lists and heatmaps with the
+/// burn model as with the GPU engine.
+#[test]
+fn both_engines_translate_text_alike() {
+    let Some((engine, model, device)) = load("both_engines_translate_text_alike") else {
+        return;
+    };
+    let bundle = Bundle::from_dir(std::path::Path::new(TINY)).expect("fixture bundle");
+    let burn = BurnEngine::new(model, &bundle, &device);
+    let text = std::fs::read_to_string(DEV).expect("fixture dev set");
+    // Two lines per paragraph: several sentences per request.
+    let lines: Vec<&str> = text.lines().take(12).collect();
+    for options in [
+        TranslateOptions {
+            search: SearchOptions::greedy(),
+            attention: true,
+        },
+        TranslateOptions {
+            search: SearchOptions {
+                n_best: 3,
+                ..SearchOptions::default()
+            },
+            attention: true,
+        },
+    ] {
+        for pair in lines.chunks(2) {
+            let paragraph = pair.join(" ");
+            let ours = block_on(translate(&engine, &paragraph, &options, &|| false))
+                .expect("engine translates");
+            let theirs = block_on(translate(&burn, &paragraph, &options, &|| false))
+                .expect("burn translates");
+            assert_eq!(ours.text, theirs.text, "{paragraph}");
+            assert_eq!(ours.sentences.len(), theirs.sentences.len());
+            for (a, b) in ours.sentences.iter().zip(&theirs.sentences) {
+                let texts = |s: &webnmt::translate::SentenceTranslation| {
+                    s.hypotheses
+                        .iter()
+                        .map(|h| h.text.clone())
+                        .collect::<Vec<_>>()
+                };
+                assert_eq!(texts(a), texts(b), "{}", a.source);
+                let (ma, mb) = (a.attention.as_ref(), b.attention.as_ref());
+                let (ma, mb) = (ma.expect("engine heatmap"), mb.expect("burn heatmap"));
+                assert_eq!(ma.source_tokens, mb.source_tokens);
+                assert_eq!(ma.target_tokens, mb.target_tokens);
+                for (x, y) in ma.weights.iter().zip(&mb.weights) {
+                    assert!(
+                        (x - y).abs() < 1e-4,
+                        "{}: heatmap {x} vs burn {y}",
+                        a.source
+                    );
+                }
+            }
         }
     }
 }
@@ -208,7 +259,7 @@ fn a_batch_beyond_the_adapters_limits_is_an_error_not_a_panic() {
     );
     // The engine still works afterwards.
     let encoded = block_on(engine.encode(&sources[..1])).expect("a small batch still runs");
-    block_on(engine.search(&encoded, 0, &greedy())).expect("and decodes");
+    block_on(engine.search(&encoded, 0, &SearchOptions::greedy())).expect("and decodes");
 }
 
 #[test]
@@ -220,10 +271,15 @@ fn a_lost_device_is_an_error_not_a_panic() {
     let encoded = block_on(engine.encode(&sources[..2])).expect("encoder runs");
     // What a driver reset or a removed GPU does to a live device.
     engine.gpu().device.destroy();
-    let err = block_on(engine.search(&encoded, 0, &greedy()))
+    let err = block_on(engine.search(&encoded, 0, &SearchOptions::greedy()))
         .expect_err("no translation from a lost device");
     assert!(!err.to_string().is_empty());
-    let err = block_on(engine.translate("Ein Hund.", &Default::default()))
-        .expect_err("no translation from a lost device");
+    let err = block_on(translate(
+        &engine,
+        "Ein Hund.",
+        &Default::default(),
+        &|| false,
+    ))
+    .expect_err("no translation from a lost device");
     eprintln!("after device loss: {err}");
 }

@@ -6,7 +6,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use webnmt::infer::text::split_sentences;
+use webnmt::translate::text::split_sentences;
 use webnmt::search::testing::TableModel;
 use webnmt::search::{SearchOptions, beam_search};
 use webnmt::tokenizer::Tokenizer;

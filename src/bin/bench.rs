@@ -23,9 +23,10 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use webnmt::gpu::{Gpu, GpuCounts};
-use webnmt::infer::{Engine, TranslateOptions, now_ms};
-use webnmt::model::{Transformer, translate_text};
+use webnmt::infer::Engine;
+use webnmt::model::{BurnEngine, Transformer};
 use webnmt::search::SearchOptions;
+use webnmt::translate::{TranslateOptions, now_ms, translate};
 use webnmt::weights::Bundle;
 
 /// Benchmark the GPU engine against burn (flex CPU, wgpu), CTranslate2 and our page in
@@ -137,17 +138,10 @@ fn row(name: &str, ms: Vec<f64>, target_tokens: usize) -> Row {
     }
 }
 
-fn greedy() -> SearchOptions {
-    SearchOptions {
-        repetition_penalty: 1.0,
-        ..SearchOptions::greedy()
-    }
-}
-
 /// Our engine's settings, by label: its native rows run all three, the page the first two.
 fn settings() -> [(&'static str, SearchOptions); 3] {
     [
-        ("greedy", greedy()),
+        ("greedy", SearchOptions::greedy()),
         (
             "beam 4",
             SearchOptions {
@@ -174,17 +168,11 @@ async fn engine_row(
     let (mut enc, mut dec, mut book) = (0.0, 0.0, 0.0);
     let mut gpu = GpuCounts::default();
     for line in lines {
-        let t = engine
-            .translate(line, &options)
+        let t = translate(engine, line, &options, &|| false)
             .await
             .map_err(|e| e.to_string())?;
         ms.push(t.timings.total_ms);
-        tokens += t
-            .sentences
-            .iter()
-            .filter_map(|s| s.hypotheses.first())
-            .map(|h| h.tokens.len())
-            .sum::<usize>();
+        tokens += t.target_tokens();
         steps += t.timings.steps;
         enc += t.timings.encoder_ms;
         dec += t.timings.decoder_ms;
@@ -206,9 +194,9 @@ async fn engine_row(
     })
 }
 
-/// Greedy decoding of every line with the burn model on `device` (sentences split and chunked
-/// as the engine does); the first `warm_up` lines are run once untimed.
-fn burn_row(
+/// Greedy decoding of every line with the burn model on `device`, through the same pipeline
+/// as the engine; the first `warm_up` lines are run once untimed.
+async fn burn_row(
     name: &str,
     bundle: &Bundle,
     device: &burn::tensor::Device,
@@ -216,30 +204,24 @@ fn burn_row(
     warm_up: usize,
 ) -> Result<Row, String> {
     let model = Transformer::from_bundle(bundle, device).map_err(|e| e.to_string())?;
-    let config = bundle.config();
-    let options = greedy();
-    let translate = |line: &str| -> Result<usize, String> {
-        let (source, target) = (&bundle.source_tokenizer, &bundle.target_tokenizer);
-        translate_text(
-            &model,
-            source,
-            target,
-            config.max_seq_len,
-            line,
-            &options,
-            device,
-        )
-        .map(|(_, tokens)| tokens)
-        .map_err(|e| e.to_string())
+    let engine = BurnEngine::new(model, bundle, device);
+    let options = TranslateOptions {
+        search: SearchOptions::greedy(),
+        attention: false,
     };
     for line in lines.iter().take(warm_up) {
-        translate(line)?;
+        translate(&engine, line, &options, &|| false)
+            .await
+            .map_err(|e| e.to_string())?;
     }
     let (mut ms, mut tokens) = (Vec::new(), 0);
     for line in lines {
         let start = now_ms();
-        tokens += translate(line)?;
+        let t = translate(&engine, line, &options, &|| false)
+            .await
+            .map_err(|e| e.to_string())?;
         ms.push(now_ms() - start);
+        tokens += t.target_tokens();
     }
     Ok(row(name, ms, tokens))
 }
@@ -482,8 +464,7 @@ async fn run(args: Args) -> Result<(), String> {
     .map_err(|e| e.to_string())?;
     // Warm-up: pipelines are compiled at load; one sentence fills caches of the driver.
     if let Some(first) = lines.first() {
-        engine
-            .translate(first, &TranslateOptions::default())
+        translate(&engine, first, &TranslateOptions::default(), &|| false)
             .await
             .map_err(|e| e.to_string())?;
     }
@@ -507,24 +488,13 @@ async fn run(args: Args) -> Result<(), String> {
     if !args.skip_burn_flex {
         eprintln!("burn flex (CPU), greedy …");
         let device = burn::tensor::Device::flex();
-        rows.push(burn_row(
-            "burn flex CPU, greedy",
-            &bundle,
-            &device,
-            &lines,
-            0,
-        )?);
+        rows.push(burn_row("burn flex CPU, greedy", &bundle, &device, &lines, 0).await?);
     }
     if args.burn_wgpu {
         eprintln!("burn-wgpu, greedy (one untimed warm-up sentence first) …");
         let device = burn::tensor::Device::wgpu(burn::tensor::DeviceKind::DefaultDevice);
-        rows.push(burn_row(
-            &format!("burn-wgpu ({adapter}), greedy"),
-            &bundle,
-            &device,
-            &lines,
-            1,
-        )?);
+        let name = format!("burn-wgpu ({adapter}), greedy");
+        rows.push(burn_row(&name, &bundle, &device, &lines, 1).await?);
     }
     if args.ctranslate2 {
         eprintln!("CTranslate2 …");

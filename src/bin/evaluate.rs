@@ -13,7 +13,8 @@ use std::process::ExitCode;
 use webnmt::cli::SearchArgs;
 use webnmt::eval::{self, EvalReport};
 use webnmt::gpu::Gpu;
-use webnmt::infer::{Engine, TranslateOptions, now_ms};
+use webnmt::infer::Engine;
+use webnmt::translate::{TranslateOptions, now_ms, translate};
 use webnmt::weights::Bundle;
 
 /// Score translations with sacreBLEU-compatible BLEU / chrF and an error analysis.
@@ -100,11 +101,11 @@ async fn run(args: Args) -> Result<(), String> {
             let bundle = Bundle::from_dir(model).map_err(|e| e.to_string())?;
             match (&args.checkpoint, args.cpu) {
                 (Some(bpk), _) => (
-                    burn_cpu(bundle, Some(bpk), sources, &options)?,
+                    burn_cpu(bundle, Some(bpk), sources, &options).await?,
                     "burn fp32 checkpoint (CPU)".into(),
                 ),
                 (None, true) => (
-                    burn_cpu(bundle, None, sources, &options)?,
+                    burn_cpu(bundle, None, sources, &options).await?,
                     "burn with the int8 bundle weights (CPU)".into(),
                 ),
                 (None, false) => gpu_int8(bundle, sources, &options).await?,
@@ -161,8 +162,7 @@ async fn gpu_int8(
     let engine = Engine::new(gpu, bundle).await.map_err(|e| e.to_string())?;
     let mut hyps = Vec::with_capacity(sources.len());
     for (i, line) in sources.iter().enumerate() {
-        let t = engine
-            .translate(line, options)
+        let t = translate(&engine, line, options, &|| false)
             .await
             .map_err(|e| format!("line {}: {e}", i + 1))?;
         hyps.push(t.text);
@@ -172,43 +172,35 @@ async fn gpu_int8(
 }
 
 #[cfg(feature = "train")]
-fn burn_cpu(
+async fn burn_cpu(
     bundle: Bundle,
     checkpoint: Option<&PathBuf>,
     sources: &[String],
     options: &TranslateOptions,
 ) -> Result<Vec<String>, String> {
     use burn::module::Module;
-    use webnmt::model::{Transformer, translate_text};
+    use webnmt::model::{BurnEngine, Transformer};
     let device = burn::tensor::Device::flex();
-    let config = bundle.config().clone();
     let model = match checkpoint {
-        Some(path) => Transformer::new(&config, &device)
+        Some(path) => Transformer::new(bundle.config(), &device)
             .try_load_file(path)
             .map_err(|e| format!("cannot load {}: {e:?}", path.display()))?,
         None => Transformer::from_bundle(&bundle, &device).map_err(|e| e.to_string())?,
     };
+    let engine = BurnEngine::new(model, &bundle, &device);
     let mut hyps = Vec::with_capacity(sources.len());
     for (i, line) in sources.iter().enumerate() {
-        let (source, target) = (&bundle.source_tokenizer, &bundle.target_tokenizer);
-        let (text, _) = translate_text(
-            &model,
-            source,
-            target,
-            config.max_seq_len,
-            line,
-            &options.search,
-            &device,
-        )
-        .map_err(|e| format!("line {}: {e}", i + 1))?;
-        hyps.push(text);
+        let t = translate(&engine, line, options, &|| false)
+            .await
+            .map_err(|e| format!("line {}: {e}", i + 1))?;
+        hyps.push(t.text);
         progress(i + 1, sources.len());
     }
     Ok(hyps)
 }
 
 #[cfg(not(feature = "train"))]
-fn burn_cpu(
+async fn burn_cpu(
     _: Bundle,
     _: Option<&PathBuf>,
     _: &[String],

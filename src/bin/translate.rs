@@ -9,7 +9,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use webnmt::cli::SearchArgs;
 use webnmt::gpu::Gpu;
-use webnmt::infer::{Engine, TranslateOptions, Translation};
+use webnmt::infer::Engine;
+use webnmt::translate::{TranslateOptions, Translation, translate};
 use webnmt::weights::Bundle;
 
 /// Translate text from stdin with a webnmt model bundle on the GPU.
@@ -70,8 +71,7 @@ async fn run(args: Args) -> Result<(), String> {
             )
         })?;
         let line = line.strip_suffix('\r').unwrap_or(&line);
-        let translation = engine
-            .translate(line, &options)
+        let translation = translate(&engine, line, &options, &|| false)
             .await
             .map_err(|e| format!("line {}: {e}", n + 1))?;
         total.add(&translation);

@@ -28,11 +28,6 @@ impl PipelineKey {
         self.constants.sort_unstable_by_key(|(n, _)| *n);
         self
     }
-
-    /// The kernel's name (also the pipeline's debug label).
-    pub fn kernel(&self) -> &'static str {
-        self.kernel
-    }
 }
 
 /// Compiled pipelines of one device. Shared by reference; safe to use from async code because

@@ -1,5 +1,6 @@
 //! The GPU inference engine: a bundle's weights uploaded once, the encoder pass and the decoder
-//! step composed from the WGSL kernels, and text in → text out with beam search.
+//! step composed from the WGSL kernels. Text in → text out is [`crate::translate::translate`],
+//! for which [`Engine`] is a [`TranslationEngine`].
 //!
 //! - [`Engine::new`] uploads a validated [`Bundle`] and compiles every pipeline once.
 //! - The encoder runs all sentences of a request as one batch in one submit, and in the same
@@ -14,13 +15,12 @@
 //!   cross-attention heatmap of the best hypothesis, and the logits the tests compare with burn.
 
 mod session;
-pub mod text;
 mod weights;
 
 pub use session::Session;
 pub use weights::UploadError;
 
-use crate::config::{BOS_ID, EOS_ID, ModelConfig, PAD_ID};
+use crate::config::{ModelConfig, PAD_ID};
 use crate::gpu::{Gpu, GpuCounts, GpuError};
 use crate::kernels::attention::{
     Ancestors, Attention, AttentionArgs, AttentionLayout, AttentionShape,
@@ -29,23 +29,25 @@ use crate::kernels::embed::{Embed, EmbedArgs};
 use crate::kernels::logits_topk::{self, LogitsTopK};
 use crate::kernels::matmul_q8::{Activation, GpuQ8Matrix, MatmulQ8};
 use crate::kernels::matmul_q8_norm::{MatmulQ8Norm, MatmulQ8NormArgs};
-use crate::search::{self, Hypothesis, SearchError, SearchOptions};
-use crate::tokenizer::{Tokenizer, TokenizerError};
+use crate::search::{self, SearchError, SearchOptions, SearchResult};
+use crate::tokenizer::Tokenizer;
+use crate::translate::{SearchStats, TranslationEngine, now_ms};
 use crate::weights::Bundle;
-use serde::Serialize;
 use weights::{DecoderLayer, GpuWeights, Norm};
 
-/// Why a translation failed.
+/// Why the engine failed.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
+    /// The bundle's weights could not be uploaded.
     #[error(transparent)]
     Upload(#[from] UploadError),
+    /// A GPU failure: device loss, allocation, validation or readback (also inside a search).
     #[error(transparent)]
     Gpu(#[from] GpuError),
-    #[error(transparent)]
-    Tokenizer(#[from] TokenizerError),
+    /// Impossible search options.
     #[error(transparent)]
     Options(#[from] search::OptionsError),
+    /// Options the GPU's top-k cannot serve.
     #[error(
         "beam {beam} with {groups} groups asks the GPU for {k} candidates per row; the top-k \
          kernel returns at most {max}: use a beam of at most {max}"
@@ -56,10 +58,11 @@ pub enum EngineError {
         k: usize,
         max: usize,
     },
+    /// The search refused the GPU's answer (a broken contract of the decoder step). Its
+    /// `Model` and `Options` variants arrive as [`EngineError::Gpu`] and
+    /// [`EngineError::Options`] instead.
     #[error("beam search failed: {0}")]
-    Search(String),
-    #[error("the translation was cancelled by a newer request")]
-    Cancelled,
+    Search(SearchError<GpuError>),
 }
 
 impl From<SearchError<GpuError>> for EngineError {
@@ -67,29 +70,8 @@ impl From<SearchError<GpuError>> for EngineError {
         match e {
             SearchError::Model { source, .. } => EngineError::Gpu(source),
             SearchError::Options(o) => EngineError::Options(o),
-            other => EngineError::Search(other.to_string()),
+            other => EngineError::Search(other),
         }
-    }
-}
-
-/// The most sentences (or pieces of long sentences) encoded in one pass.
-pub const ENCODER_BATCH: usize = 32;
-
-/// Milliseconds from an arbitrary origin, on both targets (`Instant` panics in the browser).
-pub fn now_ms() -> f64 {
-    #[cfg(target_arch = "wasm32")]
-    {
-        js_sys::Date::now()
-    }
-    #[cfg(not(target_arch = "wasm32"))]
-    {
-        use std::sync::OnceLock;
-        static START: OnceLock<std::time::Instant> = OnceLock::new();
-        START
-            .get_or_init(std::time::Instant::now)
-            .elapsed()
-            .as_secs_f64()
-            * 1000.0
     }
 }
 
@@ -221,18 +203,6 @@ impl Engine {
         &self.gpu
     }
 
-    pub fn config(&self) -> &ModelConfig {
-        &self.config
-    }
-
-    pub fn source_tokenizer(&self) -> &Tokenizer {
-        &self.source_tokenizer
-    }
-
-    pub fn target_tokenizer(&self) -> &Tokenizer {
-        &self.target_tokenizer
-    }
-
     /// Checks that `options` are valid and that the GPU's top-k can serve them.
     pub fn check_options(&self, options: &SearchOptions) -> Result<(), EngineError> {
         options.validate()?;
@@ -260,7 +230,6 @@ impl Engine {
         self.kernels.matmul.encode(&self.gpu, e, x, w, y, m)
     }
 
-    #[allow(clippy::too_many_arguments)]
     /// `y = LayerNorm(x · Wᵀ + b + residual)`: a sublayer's output projection with the
     /// residual + post-LayerNorm that closes it.
     #[allow(clippy::too_many_arguments)]
@@ -569,7 +538,7 @@ impl Engine {
         encoded: &Encoded,
         i: usize,
         options: &SearchOptions,
-    ) -> Result<(search::SearchResult, SearchStats), EngineError> {
+    ) -> Result<(SearchResult, SearchStats), EngineError> {
         self.check_options(options)?;
         let before = self.gpu.counts();
         let start = now_ms();
@@ -584,247 +553,55 @@ impl Engine {
         };
         Ok((result, stats))
     }
+}
 
-    /// Token ids of `text` for the encoder, split into chunks of at most `max_seq_len` tokens
-    /// (a longer sentence is translated chunk by chunk, never cut).
-    pub fn source_chunks(&self, text: &str) -> Result<Vec<Vec<u32>>, EngineError> {
-        let ids = self.source_tokenizer.encode(text)?;
-        Ok(ids
-            .chunks(self.config.max_seq_len)
-            .map(<[u32]>::to_vec)
-            .collect())
+impl TranslationEngine for Engine {
+    type Error = EngineError;
+    type Encoded = Encoded;
+
+    fn config(&self) -> &ModelConfig {
+        &self.config
     }
 
-    /// Translates `text`: one paragraph (or line) in, its translation out. Sentences are split,
-    /// encoded as one batch and decoded one by one; empty or blank text gives empty output.
-    pub async fn translate(
-        &self,
-        text: &str,
-        options: &TranslateOptions,
-    ) -> Result<Translation, EngineError> {
-        self.translate_cancellable(text, options, &|| false).await
+    fn source_tokenizer(&self) -> &Tokenizer {
+        &self.source_tokenizer
     }
 
-    /// [`Engine::translate`] that asks `cancelled` before each sentence and gives up with
-    /// [`EngineError::Cancelled`] once it answers true (the page: a newer request came in).
-    pub async fn translate_cancellable(
-        &self,
-        text: &str,
-        options: &TranslateOptions,
-        cancelled: &dyn Fn() -> bool,
-    ) -> Result<Translation, EngineError> {
-        self.check_options(&options.search)?;
-        let start = now_ms();
-        let before = self.gpu.counts();
-        let mut pieces = Vec::new(); // (sentence index, source text, tokens)
-        for (s, sentence) in text::split_sentences(text).into_iter().enumerate() {
-            for chunk in self.source_chunks(sentence)? {
-                pieces.push((s, sentence, chunk));
-            }
-        }
-        let mut sentences: Vec<SentenceTranslation> = Vec::new();
-        let mut timings = Timings::default();
-        if pieces.is_empty() {
-            return Ok(Translation {
-                text: String::new(),
-                sentences,
-                timings,
-            });
-        }
-        // Encoder batches of at most ENCODER_BATCH pieces bound the GPU memory of a long text.
-        let mut encoded = None;
-        for (n, (s, sentence, tokens)) in pieces.iter().enumerate() {
-            if cancelled() {
-                return Err(EngineError::Cancelled);
-            }
-            let i = n % ENCODER_BATCH;
-            if i == 0 {
-                let batch: Vec<Vec<u32>> = pieces[n..]
-                    .iter()
-                    .take(ENCODER_BATCH)
-                    .map(|p| p.2.clone())
-                    .collect();
-                let encoder_start = now_ms();
-                encoded = Some(self.encode(&batch).await?);
-                timings.encoder_ms += now_ms() - encoder_start;
-            }
-            let Some(encoded) = encoded.as_ref() else {
-                continue;
-            };
-            let (result, stats) = self.search(encoded, i, &options.search).await?;
-            timings.add(&stats);
-            let mut hypotheses: Vec<HypothesisText> = Vec::new();
-            for h in &result.hypotheses {
-                // Diverse groups can end on the same tokens; list each translation once.
-                if hypotheses.iter().any(|seen| seen.tokens == h.tokens) {
-                    continue;
-                }
-                hypotheses.push(HypothesisText {
-                    text: self.target_tokenizer.decode(&h.tokens)?,
-                    tokens: h.tokens.clone(),
-                    score: h.score,
-                    logprob: h.logprob,
-                });
-            }
-            let attention = match (options.attention, result.best()) {
-                (true, Some(best)) => Some(self.attention_map(encoded, i, tokens, best).await?),
-                _ => None,
-            };
-            match sentences.last_mut() {
-                // A later chunk of the same sentence: append to its best translation.
-                Some(last) if last.index == *s => {
-                    if let (Some(first), Some(h)) =
-                        (last.hypotheses.first_mut(), hypotheses.first())
-                    {
-                        first.text = format!("{} {}", first.text, h.text);
-                        first.tokens.extend(&h.tokens);
-                    }
-                    last.chunks += 1;
-                }
-                _ => sentences.push(SentenceTranslation {
-                    index: *s,
-                    source: sentence.to_string(),
-                    hypotheses,
-                    attention,
-                    chunks: 1,
-                }),
-            }
-        }
-        let text = sentences
-            .iter()
-            .filter_map(|s| s.hypotheses.first().map(|h| h.text.as_str()))
-            .filter(|t| !t.is_empty())
-            .collect::<Vec<_>>()
-            .join(" ");
-        timings.total_ms = now_ms() - start;
-        timings.gpu = self.gpu.counts() - before;
-        Ok(Translation {
-            text,
-            sentences,
-            timings,
-        })
+    fn target_tokenizer(&self) -> &Tokenizer {
+        &self.target_tokenizer
     }
 
-    /// The cross-attention heatmap of `best` (heads averaged): one row per generated token.
-    async fn attention_map(
+    fn check_options(&self, options: &SearchOptions) -> Result<(), EngineError> {
+        Engine::check_options(self, options)
+    }
+
+    async fn encode(&self, sources: &[Vec<u32>]) -> Result<Encoded, EngineError> {
+        Engine::encode(self, sources).await
+    }
+
+    async fn search(
         &self,
         encoded: &Encoded,
         i: usize,
-        source: &[u32],
-        best: &Hypothesis,
-    ) -> Result<AttentionMap, EngineError> {
-        let mut tgt_in = vec![BOS_ID];
-        tgt_in.extend(&best.tokens);
-        tgt_in.truncate(best.rows.len().clamp(1, self.config.max_seq_len));
-        let (_, weights) = self.teacher_forced(encoded, i, &tgt_in).await?;
-        let (t, s, heads) = (tgt_in.len(), source.len(), self.config.n_heads);
-        let mut mean = vec![0.0f32; t * s];
-        for h in 0..heads {
-            for (m, w) in mean.iter_mut().zip(&weights[h * t * s..][..t * s]) {
-                *m += w / heads as f32;
-            }
-        }
-        let piece = |tok: &Tokenizer, id: u32| tok.id_to_token(id).unwrap_or_default();
-        let mut target_tokens: Vec<String> = best
-            .tokens
-            .iter()
-            .map(|&id| piece(&self.target_tokenizer, id))
-            .collect();
-        target_tokens.push(piece(&self.target_tokenizer, EOS_ID));
-        target_tokens.truncate(t);
-        Ok(AttentionMap {
-            source_tokens: source
-                .iter()
-                .map(|&id| piece(&self.source_tokenizer, id))
-                .collect(),
-            target_tokens,
-            weights: mean,
-        })
+        options: &SearchOptions,
+    ) -> Result<(SearchResult, SearchStats), EngineError> {
+        Engine::search(self, encoded, i, options).await
     }
-}
 
-/// What [`Engine::translate`] does besides the search.
-#[derive(Clone, Debug, Default, PartialEq, serde::Deserialize, Serialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct TranslateOptions {
-    pub search: SearchOptions,
-    /// Also compute the best hypothesis' cross-attention heatmap per sentence.
-    pub attention: bool,
-}
-
-/// One of the n-best translations of a sentence.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct HypothesisText {
-    pub text: String,
-    pub tokens: Vec<u32>,
-    /// Length-normalised score (the ranking).
-    pub score: f32,
-    /// Sum of token log-probabilities.
-    pub logprob: f32,
-}
-
-/// Source × target cross-attention of the last decoder layer, heads averaged.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct AttentionMap {
-    pub source_tokens: Vec<String>,
-    /// The generated tokens, `</s>` last when the hypothesis ended with it.
-    pub target_tokens: Vec<String>,
-    /// `[target_tokens.len(), source_tokens.len()]`, each row sums to 1.
-    pub weights: Vec<f32>,
-}
-
-/// One sentence of the input and its translations.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct SentenceTranslation {
-    /// Position of the sentence in the input.
-    pub index: usize,
-    pub source: String,
-    /// Best first; the first one of a sentence longer than the model's limit joins its chunks.
-    pub hypotheses: Vec<HypothesisText>,
-    pub attention: Option<AttentionMap>,
-    /// Pieces the sentence was cut into (more than 1 when it exceeds `max_seq_len` tokens).
-    pub chunks: usize,
-}
-
-/// Time and GPU work of one search.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
-pub struct SearchStats {
-    /// Decoder steps.
-    pub steps: usize,
-    pub ms: f64,
-    /// CPU time spent in the search's own bookkeeping (outside the model's steps).
-    pub bookkeeping_ms: f64,
-    pub gpu: GpuCounts,
-}
-
-/// Where the time of a translation went.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
-pub struct Timings {
-    pub encoder_ms: f64,
-    pub decoder_ms: f64,
-    pub bookkeeping_ms: f64,
-    pub total_ms: f64,
-    /// Decoder steps of all searches.
-    pub steps: usize,
-    /// GPU work of the whole translation (encoder passes and heatmaps included).
-    pub gpu: GpuCounts,
-}
-
-impl Timings {
-    fn add(&mut self, s: &SearchStats) {
-        self.decoder_ms += s.ms;
-        self.bookkeeping_ms += s.bookkeeping_ms;
-        self.steps += s.steps;
+    /// From [`Engine::teacher_forced`] (its logits are read back too, and dropped).
+    async fn cross_attention(
+        &self,
+        encoded: &Encoded,
+        i: usize,
+        target_in: &[u32],
+    ) -> Result<Vec<f32>, EngineError> {
+        let (_, weights) = self.teacher_forced(encoded, i, target_in).await?;
+        Ok(weights)
     }
-}
 
-/// A translated text.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Translation {
-    /// The best translations of all sentences, joined by spaces.
-    pub text: String,
-    pub sentences: Vec<SentenceTranslation>,
-    pub timings: Timings,
+    fn counts(&self) -> GpuCounts {
+        self.gpu.counts()
+    }
 }
 
 #[cfg(test)]

@@ -1,12 +1,13 @@
 //! One sentence's decoder on the GPU: the [`StepModel`] that beam search drives.
 
-use super::{Cross, Encoded, Engine, EngineError, Scratch, SelfKv, now_ms};
+use super::{Cross, Encoded, Engine, EngineError, Scratch, SelfKv};
 use crate::config::{BOS_ID, EOS_ID};
 use crate::gpu::{DispatchPool, GpuError};
 use crate::kernels::attention::{Ancestors, AttentionLayout};
 use crate::kernels::embed::EmbedArgs;
 use crate::kernels::logits_topk::{K_MAX, LogitsTopKArgs};
 use crate::search::{Candidate, SearchOptions, StepModel, StepRequest};
+use crate::translate::now_ms;
 
 /// Buffers of one sentence's decoding, allocated once: step activations for up to `beam` rows,
 /// one KV cache per layer (`[capacity, beam, 3 · d_model]`: every step's fused QKV projection

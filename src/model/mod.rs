@@ -20,7 +20,7 @@ mod tests;
 pub use attention::MultiHeadAttention;
 use dropout::dropout;
 pub use greedy::greedy_decode;
-pub use step::{BurnSession, BurnStepError, translate_text};
+pub use step::{BurnEngine, BurnError, BurnSession, BurnStepError};
 
 use crate::config::{ModelConfig, PAD_ID};
 use crate::reference::positional_encoding;

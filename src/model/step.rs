@@ -1,20 +1,27 @@
-//! The burn model as a [`StepModel`]: beam search on the framework, with the same search code
-//! as the GPU engine (the baseline of the benchmark and the oracle of the engine tests).
+//! The burn model as a [`StepModel`] ([`BurnSession`]: beam search on the framework, with the
+//! same search code as the GPU engine) and as a [`TranslationEngine`] ([`BurnEngine`]: the same
+//! text pipeline as the GPU engine). The baseline of the benchmark, `evaluate --cpu` and the
+//! oracle of the engine tests.
 
 use super::{DecoderCache, Transformer};
-use crate::config::{BOS_ID, EOS_ID};
-use crate::infer::text::split_sentences;
+use crate::config::{BOS_ID, EOS_ID, ModelConfig};
 use crate::search::{
-    Candidate, SearchOptions, StepModel, StepRequest, apply_repetition_penalty, beam_search,
-    log_softmax, top_k,
+    Candidate, OptionsError, SearchError, SearchOptions, SearchResult, StepModel, StepRequest,
+    apply_repetition_penalty, beam_search, log_softmax, top_k,
 };
 use crate::tokenizer::Tokenizer;
-use burn::tensor::{Device, Int, Tensor, TensorData};
+use crate::translate::{SearchStats, TranslationEngine, now_ms};
+use crate::weights::Bundle;
+use burn::tensor::{Device, Int, Tensor, TensorData, TensorReadError};
 
-/// Why a burn step failed.
+/// Why a burn step failed: a tensor could not be read back from the device.
 #[derive(Debug, thiserror::Error)]
-#[error("burn model: {0}")]
-pub struct BurnStepError(String);
+#[error("burn model: cannot read the {what} back from the device: {source}")]
+pub struct BurnStepError {
+    /// What was being read (`logits`, `cross-attention weights`).
+    what: &'static str,
+    source: TensorReadError,
+}
 
 /// One sentence decoded by the burn model with its KV cache.
 pub struct BurnSession<'m> {
@@ -22,6 +29,8 @@ pub struct BurnSession<'m> {
     cache: DecoderCache,
     device: Device,
     cap: usize,
+    /// Time inside [`StepModel::step`], to tell the model's time from the search's own.
+    step_ms: f64,
 }
 
 impl<'m> BurnSession<'m> {
@@ -35,7 +44,13 @@ impl<'m> BurnSession<'m> {
             cache: model.start_decoding(memory, mask),
             device: device.clone(),
             cap,
+            step_ms: 0.0,
         }
+    }
+
+    /// Of `total_ms` spent searching, the part outside the model's steps.
+    pub fn bookkeeping_ms(&self, total_ms: f64) -> f64 {
+        (total_ms - self.step_ms).max(0.0)
     }
 }
 
@@ -58,6 +73,7 @@ impl StepModel for BurnSession<'_> {
         &mut self,
         request: &StepRequest<'_>,
     ) -> Result<Vec<Vec<Candidate>>, BurnStepError> {
+        let start = now_ms();
         let rows = request.rows.len();
         if request.step > 0 {
             let parents: Vec<i64> = request.rows.iter().map(|r| r.parent as i64).collect();
@@ -74,8 +90,11 @@ impl StepModel for BurnSession<'_> {
         let [_, vocab] = logits.dims();
         let values = logits
             .try_into_vec_as::<f32>()
-            .map_err(|e| BurnStepError(format!("{e:?}")))?;
-        Ok(values
+            .map_err(|source| BurnStepError {
+                what: "logits",
+                source,
+            })?;
+        let candidates = values
             .chunks(vocab)
             .zip(&request.rows)
             .map(|(row, r)| {
@@ -89,43 +108,170 @@ impl StepModel for BurnSession<'_> {
                 );
                 top_k(&lp, request.k)
             })
-            .collect())
+            .collect();
+        self.step_ms += now_ms() - start;
+        Ok(candidates)
     }
 }
 
-/// Translates `text` with the burn model as `Engine::translate` does: sentences, chunks of at
-/// most `max_seq_len` tokens, the best hypotheses' texts joined by spaces. Returns the text and
-/// the number of generated tokens (EOS excluded). The baseline of `bench` and `evaluate`.
-#[allow(clippy::too_many_arguments)]
-pub fn translate_text(
-    model: &Transformer,
-    source: &Tokenizer,
-    target: &Tokenizer,
-    max_seq_len: usize,
-    text: &str,
-    options: &SearchOptions,
-    device: &Device,
-) -> Result<(String, usize), BurnStepError> {
-    let mut parts = Vec::new();
-    let mut tokens = 0;
-    for sentence in split_sentences(text) {
-        let ids = source
-            .encode(sentence)
-            .map_err(|e| BurnStepError(e.to_string()))?;
-        for chunk in ids.chunks(max_seq_len) {
-            let mut session = BurnSession::new(model, chunk, max_seq_len, device);
-            let result = pollster::block_on(beam_search(&mut session, options, chunk.len()))
-                .map_err(|e| BurnStepError(e.to_string()))?;
-            if let Some(best) = result.best() {
-                tokens += best.tokens.len();
-                let piece = target
-                    .decode(&best.tokens)
-                    .map_err(|e| BurnStepError(e.to_string()))?;
-                if !piece.is_empty() {
-                    parts.push(piece);
-                }
-            }
+/// Why the burn model could not translate.
+#[derive(Debug, thiserror::Error)]
+pub enum BurnError {
+    /// Impossible search options.
+    #[error(transparent)]
+    Options(#[from] OptionsError),
+    /// Sources the model cannot take (the pipeline never asks for them).
+    #[error(
+        "sources must be 1..={max_seq_len} tokens long and at least one; got lengths {lengths:?}"
+    )]
+    Sources {
+        /// The model's longest sequence.
+        max_seq_len: usize,
+        /// The source lengths asked for.
+        lengths: Vec<usize>,
+    },
+    /// A piece beyond the encoded batch, or a target the decoder cannot read at once (the
+    /// pipeline never asks for them).
+    #[error(
+        "piece {i} of a batch of {batch} with a target of {target_len} tokens: the batch has \
+         pieces 0..{batch} and a target takes 1..={max_seq_len} tokens"
+    )]
+    Piece {
+        /// The piece asked for.
+        i: usize,
+        /// Pieces encoded.
+        batch: usize,
+        /// The target's length (none for a search).
+        target_len: usize,
+        /// The model's longest sequence.
+        max_seq_len: usize,
+    },
+    /// The search failed, or the model inside it.
+    #[error(transparent)]
+    Search(#[from] SearchError<BurnStepError>),
+    /// Reading a tensor back failed outside a search.
+    #[error(transparent)]
+    Step(#[from] BurnStepError),
+}
+
+/// The burn model with its tokenizers, on any burn device (flex CPU, wgpu): translates with
+/// [`crate::translate::translate`] exactly as the GPU engine does, from the same tokens.
+///
+/// Its "encoder output" is the pieces themselves: each search encodes its piece alone (as a
+/// [`BurnSession`]), so the encoder's time counts as decoder time in the timings.
+pub struct BurnEngine {
+    model: Transformer,
+    config: ModelConfig,
+    source_tokenizer: Tokenizer,
+    target_tokenizer: Tokenizer,
+    device: Device,
+}
+
+impl BurnEngine {
+    /// `model` on `device` with the config and tokenizers of `bundle` (whose weights `model`
+    /// may hold, or the fp32 checkpoint they were exported from).
+    pub fn new(model: Transformer, bundle: &Bundle, device: &Device) -> Self {
+        Self {
+            model,
+            config: bundle.config().clone(),
+            source_tokenizer: bundle.source_tokenizer.clone(),
+            target_tokenizer: bundle.target_tokenizer.clone(),
+            device: device.clone(),
         }
     }
-    Ok((parts.join(" "), tokens))
+
+    /// Piece `i` of `encoded`, checked for a target of `target_len` tokens (`None`: a search).
+    fn piece<'a>(
+        &self,
+        encoded: &'a [Vec<u32>],
+        i: usize,
+        target_len: Option<usize>,
+    ) -> Result<&'a [u32], BurnError> {
+        let max_seq_len = self.config.max_seq_len;
+        let target_fits = target_len.is_none_or(|t| (1..=max_seq_len).contains(&t));
+        match encoded.get(i) {
+            Some(piece) if target_fits => Ok(piece),
+            _ => Err(BurnError::Piece {
+                i,
+                batch: encoded.len(),
+                target_len: target_len.unwrap_or(0),
+                max_seq_len,
+            }),
+        }
+    }
+}
+
+impl TranslationEngine for BurnEngine {
+    type Error = BurnError;
+    type Encoded = Vec<Vec<u32>>;
+
+    fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    fn source_tokenizer(&self) -> &Tokenizer {
+        &self.source_tokenizer
+    }
+
+    fn target_tokenizer(&self) -> &Tokenizer {
+        &self.target_tokenizer
+    }
+
+    fn check_options(&self, options: &SearchOptions) -> Result<(), BurnError> {
+        Ok(options.validate()?)
+    }
+
+    async fn encode(&self, sources: &[Vec<u32>]) -> Result<Vec<Vec<u32>>, BurnError> {
+        let max_seq_len = self.config.max_seq_len;
+        let fits = |s: &Vec<u32>| (1..=max_seq_len).contains(&s.len());
+        if sources.is_empty() || !sources.iter().all(fits) {
+            return Err(BurnError::Sources {
+                max_seq_len,
+                lengths: sources.iter().map(Vec::len).collect(),
+            });
+        }
+        Ok(sources.to_vec())
+    }
+
+    async fn search(
+        &self,
+        encoded: &Vec<Vec<u32>>,
+        i: usize,
+        options: &SearchOptions,
+    ) -> Result<(SearchResult, SearchStats), BurnError> {
+        let source = self.piece(encoded, i, None)?;
+        let start = now_ms();
+        let cap = self.config.max_seq_len;
+        let mut session = BurnSession::new(&self.model, source, cap, &self.device);
+        let result = beam_search(&mut session, options, source.len()).await?;
+        let ms = now_ms() - start;
+        let stats = SearchStats {
+            steps: result.steps_taken(),
+            ms,
+            bookkeeping_ms: session.bookkeeping_ms(ms),
+            gpu: Default::default(),
+        };
+        Ok((result, stats))
+    }
+
+    async fn cross_attention(
+        &self,
+        encoded: &Vec<Vec<u32>>,
+        i: usize,
+        target_in: &[u32],
+    ) -> Result<Vec<f32>, BurnError> {
+        let source = self.piece(encoded, i, Some(target_in.len()))?;
+        let ids = |v: &[u32]| v.iter().map(|&t| i64::from(t)).collect::<Vec<_>>();
+        let tensor = |v: &[u32]| {
+            Tensor::<2, Int>::from_data(TensorData::new(ids(v), [1, v.len()]), &self.device)
+        };
+        let (memory, mask) = self.model.encode(tensor(source));
+        let (_, weights) = self.model.decode(tensor(target_in), memory, &mask);
+        Ok(weights
+            .try_into_vec_as::<f32>()
+            .map_err(|source| BurnStepError {
+                what: "cross-attention weights",
+                source,
+            })?)
+    }
 }

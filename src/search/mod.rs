@@ -94,11 +94,14 @@ impl Default for SearchOptions {
 }
 
 impl SearchOptions {
-    /// Greedy decoding (beam 1, one group) with otherwise default settings.
+    /// Greedy decoding: beam 1, one group and no repetition penalty, so every engine follows
+    /// the plain argmax chain (burn's `greedy_decode` too). The length limit and α keep their
+    /// defaults (α does not change what beam 1 finds, only its score).
     pub fn greedy() -> Self {
         Self {
             beam: 1,
             groups: 1,
+            repetition_penalty: 1.0,
             ..Self::default()
         }
     }

@@ -448,7 +448,12 @@ fn defaults_are_the_reference_settings_and_valid() {
         (0.5, 0.6, 1.5)
     );
     assert_eq!(d.validate(), Ok(()));
-    assert_eq!(SearchOptions::greedy().validate(), Ok(()));
+    let greedy = SearchOptions::greedy();
+    assert_eq!(greedy.validate(), Ok(()));
+    assert_eq!(
+        (greedy.beam, greedy.groups, greedy.repetition_penalty),
+        (1, 1, 1.0)
+    );
     assert_eq!(d.candidates_per_beam(), 8);
     assert_eq!(SearchOptions::greedy().candidates_per_beam(), 1);
     assert_eq!(plain(8, 1).candidates_per_beam(), 8);

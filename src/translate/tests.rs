@@ -1,0 +1,261 @@
+//! The pipeline on the CPU with a stand-in engine: the tiny fixture model's tokenizers, a
+//! [`TableModel`] whose logits hash the piece and the history, and made-up cross-attention.
+//! Sentences, chunks, encoder batches, n-best lists, heatmaps and cancellation need no GPU.
+
+use super::*;
+use crate::search::testing::{TableError, TableModel};
+use crate::search::{SearchError, beam_search};
+use crate::weights::Bundle;
+use std::cell::{Cell, RefCell};
+
+const TINY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/tiny/bundle");
+
+/// Cuts sentences into several chunks (the tiny model's own limit is 150).
+const MAX_SEQ_LEN: usize = 6;
+
+struct TableEngine {
+    config: ModelConfig,
+    source: Tokenizer,
+    target: Tokenizer,
+    /// Sizes of the batches passed to `encode`.
+    batches: RefCell<Vec<usize>>,
+    searches: Cell<usize>,
+}
+
+impl TableEngine {
+    fn new() -> Self {
+        let bundle = Bundle::from_dir(std::path::Path::new(TINY)).expect("fixture bundle");
+        Self {
+            config: ModelConfig {
+                max_seq_len: MAX_SEQ_LEN,
+                ..bundle.config().clone()
+            },
+            source: bundle.source_tokenizer,
+            target: bundle.target_tokenizer,
+            batches: RefCell::new(Vec::new()),
+            searches: Cell::new(0),
+        }
+    }
+}
+
+impl TranslationEngine for TableEngine {
+    type Error = SearchError<TableError>;
+    type Encoded = Vec<Vec<u32>>;
+
+    fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    fn source_tokenizer(&self) -> &Tokenizer {
+        &self.source
+    }
+
+    fn target_tokenizer(&self) -> &Tokenizer {
+        &self.target
+    }
+
+    fn check_options(&self, options: &SearchOptions) -> Result<(), Self::Error> {
+        Ok(options.validate()?)
+    }
+
+    async fn encode(&self, sources: &[Vec<u32>]) -> Result<Vec<Vec<u32>>, Self::Error> {
+        self.batches.borrow_mut().push(sources.len());
+        Ok(sources.to_vec())
+    }
+
+    async fn search(
+        &self,
+        encoded: &Vec<Vec<u32>>,
+        i: usize,
+        options: &SearchOptions,
+    ) -> Result<(SearchResult, SearchStats), Self::Error> {
+        self.searches.set(self.searches.get() + 1);
+        let vocab = self.target.vocab_size();
+        let seed = encoded[i]
+            .iter()
+            .fold(17u64, |h, &t| h.wrapping_mul(31) ^ u64::from(t));
+        let table = |history: &[u32]| -> Vec<f32> {
+            let h = history
+                .iter()
+                .fold(seed, |h, &t| h.wrapping_mul(1_000_003) ^ u64::from(t));
+            let mut logits: Vec<f32> = (0..vocab as u64)
+                .map(|i| ((h ^ i.wrapping_mul(0x9E37_79B9)) % 1000) as f32 / 100.0)
+                .collect();
+            // No special token but EOS, which grows likelier with every token.
+            logits[..EOS_ID as usize].fill(-100.0);
+            logits[EOS_ID as usize] = 2.0 * history.len() as f32;
+            logits
+        };
+        let mut model = TableModel::new(vocab, BOS_ID, EOS_ID, MAX_SEQ_LEN, table);
+        let result = beam_search(&mut model, options, encoded[i].len()).await?;
+        let stats = SearchStats {
+            steps: result.steps_taken(),
+            ..SearchStats::default()
+        };
+        Ok((result, stats))
+    }
+
+    /// Head 0 looks at the first source token only, head 1 everywhere alike.
+    async fn cross_attention(
+        &self,
+        encoded: &Vec<Vec<u32>>,
+        i: usize,
+        target_in: &[u32],
+    ) -> Result<Vec<f32>, Self::Error> {
+        let (t, s) = (target_in.len(), encoded[i].len());
+        let mut weights = vec![0.0; 2 * t * s];
+        for row in 0..t {
+            weights[row * s] = 1.0;
+            weights[t * s + row * s..][..s].fill(1.0 / s as f32);
+        }
+        Ok(weights)
+    }
+}
+
+fn run(engine: &TableEngine, text: &str, options: &TranslateOptions) -> Translation {
+    pollster::block_on(translate(engine, text, options, &|| false)).expect("translates")
+}
+
+#[test]
+fn long_sentences_are_translated_in_chunks_and_joined() {
+    let engine = TableEngine::new();
+    let sentence = "Ein Mann mit einem orangefarbenen Hut, der etwas anstarrt und lacht.";
+    let ids = engine.source.encode(sentence).expect("tokenizes");
+    assert!(ids.len() > 2 * MAX_SEQ_LEN, "{} tokens", ids.len());
+    let t = run(&engine, sentence, &TranslateOptions::default());
+    assert_eq!(t.sentences.len(), 1);
+    let joined = &t.sentences[0];
+    assert_eq!(joined.chunks, ids.len().div_ceil(MAX_SEQ_LEN));
+    // Each chunk on its own, as the pipeline must have searched it.
+    let chunks: Vec<Vec<u32>> = ids.chunks(MAX_SEQ_LEN).map(<[u32]>::to_vec).collect();
+    let (mut tokens, mut texts): (Vec<u32>, Vec<String>) = (Vec::new(), Vec::new());
+    for i in 0..chunks.len() {
+        let options = SearchOptions::default();
+        let (result, _) =
+            pollster::block_on(engine.search(&chunks, i, &options)).expect("searches");
+        let best = result.best().expect("a hypothesis");
+        tokens.extend(&best.tokens);
+        texts.push(engine.target.decode(&best.tokens).expect("decodes"));
+    }
+    assert_eq!(joined.hypotheses[0].tokens, tokens);
+    assert_eq!(joined.hypotheses[0].text, texts.join(" "));
+    assert_eq!(t.text, texts.join(" "));
+    assert_eq!(t.target_tokens(), tokens.len());
+}
+
+#[test]
+fn pieces_are_encoded_in_batches_and_sentences_joined_by_spaces() {
+    let engine = TableEngine::new();
+    let text = "Ein Hund. ".repeat(40);
+    let t = run(&engine, &text, &TranslateOptions::default());
+    assert_eq!(t.sentences.len(), 40);
+    let pieces: usize = t.sentences.iter().map(|s| s.chunks).sum();
+    let mut expected = vec![ENCODER_BATCH; pieces / ENCODER_BATCH];
+    if !pieces.is_multiple_of(ENCODER_BATCH) {
+        expected.push(pieces % ENCODER_BATCH);
+    }
+    assert_eq!(*engine.batches.borrow(), expected);
+    assert_eq!(engine.searches.get(), pieces);
+    let best: Vec<&str> = t
+        .sentences
+        .iter()
+        .map(|s| s.hypotheses[0].text.as_str())
+        .filter(|s| !s.is_empty())
+        .collect();
+    assert_eq!(t.text, best.join(" "));
+    assert!(t.sentences.iter().enumerate().all(|(i, s)| s.index == i));
+}
+
+#[test]
+fn blank_text_encodes_nothing() {
+    let engine = TableEngine::new();
+    let t = run(&engine, " \n\t ", &TranslateOptions::default());
+    assert_eq!(t.text, "");
+    assert!(t.sentences.is_empty());
+    assert!(engine.batches.borrow().is_empty());
+}
+
+#[test]
+fn identical_hypotheses_are_listed_once() {
+    let engine = TableEngine::new();
+    // Without diversity, four groups of one all follow the same argmax chain.
+    let search = SearchOptions {
+        beam: 4,
+        groups: 4,
+        diversity: 0.0,
+        n_best: 4,
+        ..SearchOptions::default()
+    };
+    let t = run(
+        &engine,
+        "Ein Hund.",
+        &TranslateOptions {
+            search,
+            attention: false,
+        },
+    );
+    assert_eq!(t.sentences[0].hypotheses.len(), 1);
+}
+
+#[test]
+fn heatmaps_average_the_heads_of_the_best_hypothesis() {
+    let engine = TableEngine::new();
+    let options = TranslateOptions {
+        search: SearchOptions::greedy(),
+        attention: true,
+    };
+    let t = run(&engine, "Ein Hund.", &options);
+    let sentence = &t.sentences[0];
+    let map = sentence.attention.as_ref().expect("a heatmap");
+    let source = engine.source.encode(&sentence.source).expect("tokenizes");
+    let best = &sentence.hypotheses[0];
+    let s = source.len();
+    assert_eq!(map.source_tokens.len(), s);
+    // The tokens and EOS, the EOS row only when the hypothesis ended with it.
+    assert!(map.target_tokens.len() <= best.tokens.len() + 1);
+    assert_eq!(map.weights.len(), map.target_tokens.len() * s);
+    for row in map.weights.chunks(s) {
+        assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-6, "{row:?}");
+        assert!((row[0] - (0.5 + 0.5 / s as f32)).abs() < 1e-6, "{row:?}");
+    }
+    if map.target_tokens.len() == best.tokens.len() + 1 {
+        assert_eq!(map.target_tokens.last().map(String::as_str), Some("</s>"));
+    }
+}
+
+#[test]
+fn cancellation_stops_before_the_next_piece() {
+    let engine = TableEngine::new();
+    let asked = Cell::new(0);
+    let cancelled = || {
+        asked.set(asked.get() + 1);
+        asked.get() > 1
+    };
+    let result = pollster::block_on(translate(
+        &engine,
+        "Ein Hund. Eine Katze. Ein Pferd.",
+        &TranslateOptions::default(),
+        &cancelled,
+    ));
+    assert!(matches!(result, Err(TranslateError::Cancelled)));
+    assert_eq!(engine.searches.get(), 1);
+}
+
+#[test]
+fn impossible_options_are_the_engines_error() {
+    let engine = TableEngine::new();
+    let options = TranslateOptions {
+        search: SearchOptions {
+            beam: 6,
+            groups: 4,
+            ..SearchOptions::default()
+        },
+        attention: false,
+    };
+    let result = pollster::block_on(translate(&engine, "Ein Hund.", &options, &|| false));
+    assert!(matches!(
+        result,
+        Err(TranslateError::Engine(SearchError::Options(_)))
+    ));
+    assert!(engine.batches.borrow().is_empty());
+}
