@@ -9,11 +9,14 @@
 //!
 //! Errors reach JS as `{ kind, message }`: `kind` is `no-webgpu`, `integrity` (a file does not
 //! match the manifest's sha256 or size), `bundle` (any other bundle problem), `options`, `gpu`
-//! (including device loss: the page restarts the worker once) or `cancelled`.
+//! (a GPU failure, including device loss: the page restarts the worker once, and only for
+//! this kind), `tokenizer`, `search`, `internal` (a result that cannot become a JS value) or
+//! `cancelled`.
 
 use crate::gpu::{AdapterSummary, Gpu, GpuError};
-use crate::infer::{Engine, EngineError, TranslateOptions};
+use crate::infer::{Engine, EngineError, UploadError};
 use crate::selfcheck;
+use crate::translate::{TranslateError, TranslateOptions, TranslationEngine, translate};
 use crate::weights::{Bundle, BundleError};
 use serde::Serialize;
 use wasm_bindgen::prelude::*;
@@ -68,11 +71,25 @@ fn bundle_error(e: BundleError) -> JsValue {
 
 fn engine_error(e: EngineError) -> JsValue {
     match e {
-        EngineError::Gpu(g) => gpu_error(g),
-        EngineError::Cancelled => error("cancelled", e),
+        EngineError::Gpu(g) | EngineError::Upload(UploadError::Gpu(g)) => gpu_error(g),
+        EngineError::Upload(UploadError::Bundle(b)) => bundle_error(b),
         EngineError::Options(_) | EngineError::TooManyCandidates { .. } => error("options", e),
-        other => error("gpu", other),
+        EngineError::Search(_) => error("search", e),
     }
+}
+
+fn translate_error(e: TranslateError<EngineError>) -> JsValue {
+    match e {
+        TranslateError::Engine(e) => engine_error(e),
+        TranslateError::Tokenizer(_) => error("tokenizer", e),
+        TranslateError::Cancelled => error("cancelled", e),
+    }
+}
+
+/// A result that could not be turned into a JS value: a bug here, not a GPU failure (the page
+/// restarts the worker only for `gpu`).
+fn internal_error(e: impl ToString) -> JsValue {
+    error("internal", e)
 }
 
 /// What the page shows about a loaded model.
@@ -137,7 +154,7 @@ impl Translator {
             load_ms: self.engine.load_ms,
             metrics: &self.metrics,
         };
-        serde_wasm_bindgen::to_value(&info).map_err(|e| error("gpu", e))
+        serde_wasm_bindgen::to_value(&info).map_err(internal_error)
     }
 
     /// Translates `text` with `options` (a `TranslateOptions` object; missing fields take the
@@ -155,14 +172,12 @@ impl Translator {
             serde_wasm_bindgen::from_value(options).map_err(|e| error("options", e))?
         };
         let is_cancelled = || cancelled.call0(&JsValue::NULL).is_ok_and(|v| v.is_truthy());
-        let translation = self
-            .engine
-            .translate_cancellable(&text, &options, &is_cancelled)
+        let translation = translate(&self.engine, &text, &options, &is_cancelled)
             .await
-            .map_err(engine_error)?;
+            .map_err(translate_error)?;
         translation
             .serialize(&serde_wasm_bindgen::Serializer::json_compatible())
-            .map_err(|e| error("gpu", e))
+            .map_err(internal_error)
     }
 }
 
@@ -184,5 +199,5 @@ pub async fn self_check() -> Result<JsValue, JsValue> {
         .map_err(gpu_error)?;
     report
         .serialize(&serde_wasm_bindgen::Serializer::json_compatible())
-        .map_err(|e| error("gpu", e))
+        .map_err(internal_error)
 }

@@ -14,8 +14,9 @@
 //   { type: 'selfcheck', report } / { type: 'selfcheck-error', error }
 //   { type: 'panic', message }                 the wasm module panicked: this worker is unusable
 //
-// Error kinds: no-webgpu, integrity, bundle, options, gpu, cancelled (from the wasm side), and
-// network, internal (from here).
+// Error kinds: no-webgpu, integrity, bundle, options, gpu, tokenizer, search, internal, cancelled
+// (from the wasm side), and network, internal (from here). The page restarts this worker only
+// for gpu.
 import init, { Translator, defaultOptions, selfCheck } from './webnmt.js';
 
 /** Cache API store of verified model files; sw.js serves model requests from it too. */
