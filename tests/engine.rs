@@ -91,7 +91,8 @@ fn greedy_equals_burn_greedy_on_50_sentences() {
         let ours = &result.hypotheses[0].tokens;
         let max_len = options.max_target_len(src.len(), cap);
         // burn's greedy emits at most `max_len` tokens without EOS; the search counts EOS.
-        let theirs = &greedy_decode(&model, std::slice::from_ref(src), max_len, &device)[0];
+        let theirs = &greedy_decode(&model, std::slice::from_ref(src), max_len, &device)
+            .expect("greedy tokens read back")[0];
         assert_eq!(ours, theirs, "sentence {i}: engine vs burn greedy");
         // One submit and one 8-byte readback (rows × k = 1) per step.
         assert_eq!(stats.gpu.submits, stats.steps as u64, "sentence {i}");

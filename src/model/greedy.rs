@@ -3,18 +3,21 @@
 
 use super::Transformer;
 use crate::config::{BOS_ID, EOS_ID, PAD_ID};
-use burn::tensor::{Device, Int, Tensor, TensorData};
+use burn::tensor::{Device, Int, Tensor, TensorData, TensorReadError};
 
 /// Greedy translations of a batch of token sequences (without BOS/EOS), each at most
 /// `max_len` tokens long. Returns the target tokens without BOS and EOS.
+///
+/// # Errors
+/// The chosen tokens cannot be read back from the device.
 pub fn greedy_decode(
     model: &Transformer,
     sources: &[Vec<u32>],
     max_len: usize,
     device: &Device,
-) -> Vec<Vec<u32>> {
+) -> Result<Vec<Vec<u32>>, TensorReadError> {
     if sources.is_empty() {
-        return Vec::new();
+        return Ok(Vec::new());
     }
     let batch = sources.len();
     let src_len = sources.iter().map(Vec::len).max().unwrap_or(0).max(1);
@@ -32,11 +35,7 @@ pub fn greedy_decode(
     for _ in 0..max_len {
         let input = Tensor::<1, Int>::from_data(TensorData::new(tokens.clone(), [batch]), device);
         let (logits, _) = model.decode_step(input, &mut cache);
-        let next = logits
-            .argmax(1)
-            .reshape([batch])
-            .try_into_vec_as::<i64>()
-            .unwrap_or_default();
+        let next = logits.argmax(1).reshape([batch]).try_into_vec_as::<i64>()?;
         for (i, &t) in next.iter().enumerate() {
             if done[i] {
                 continue;
@@ -52,5 +51,5 @@ pub fn greedy_decode(
             break;
         }
     }
-    outputs
+    Ok(outputs)
 }

@@ -131,6 +131,12 @@ pub enum TrainError {
         "training failed on device {0}; check that the device works (or leave it out of --devices)"
     )]
     Device(String),
+    #[error("validation: cannot read the greedy translations back from the device: {0}")]
+    Readback(#[from] burn::tensor::TensorReadError),
+    #[error("validation: cannot turn token ids into text with the target tokenizer: {0}")]
+    Detokenize(crate::tokenizer::TokenizerError),
+    #[error("validation: cannot score the dev translations: {0}")]
+    Score(#[from] crate::eval::EvalError),
 }
 
 /// Progress of a run: saved in every checkpoint as `state.json`.
@@ -238,7 +244,7 @@ fn validate(
     options: &TrainOptions,
     config: &ModelConfig,
     device: &Device,
-) -> (f64, Option<(f64, f64)>) {
+) -> Result<(f64, Option<(f64, f64)>), TrainError> {
     let model = model.valid();
     let device = device.clone().without_autodiff();
     let (mut sum, mut tokens) = (0.0, 0.0);
@@ -250,28 +256,31 @@ fn validate(
     let val_loss = if tokens > 0.0 { sum / tokens } else { f64::NAN };
     let sample = &data.dev_pairs[..data.dev_pairs.len().min(options.bleu_sentences)];
     if sample.is_empty() {
-        return (val_loss, None);
+        return Ok((val_loss, None));
     }
+    let decode = |ids: &[u32]| {
+        data.target_tokenizer
+            .decode(ids)
+            .map_err(TrainError::Detokenize)
+    };
     let mut hyps = Vec::with_capacity(sample.len());
     for chunk in sample.chunks(64) {
         let sources: Vec<Vec<u32>> = chunk.iter().map(|p| p.src.clone()).collect();
         let max_len = config.max_seq_len - 2;
-        for ids in greedy_decode(&model, &sources, max_len, &device) {
-            hyps.push(data.target_tokenizer.decode(&ids).unwrap_or_default());
+        for ids in greedy_decode(&model, &sources, max_len, &device)? {
+            hyps.push(decode(&ids)?);
         }
     }
     // One reference stream: `refs[0][i]` is the reference of sentence `i`.
     let refs: Vec<Vec<String>> = vec![
         sample
             .iter()
-            .map(|p| data.target_tokenizer.decode(&p.tgt).unwrap_or_default())
-            .collect(),
+            .map(|p| decode(&p.tgt))
+            .collect::<Result<_, _>>()?,
     ];
-    let scores = eval::corpus_bleu(&hyps, &refs)
-        .ok()
-        .zip(eval::corpus_chrf(&hyps, &refs).ok())
-        .map(|(b, c)| (b.score, c.score));
-    (val_loss, scores)
+    let bleu = eval::corpus_bleu(&hyps, &refs)?;
+    let chrf = eval::corpus_chrf(&hyps, &refs)?;
+    Ok((val_loss, Some((bleu.score, chrf.score))))
 }
 
 /// Trains `config` on `data`, writing checkpoints, `best/`, `metrics.csv` and `metrics.svg`
@@ -500,7 +509,7 @@ pub fn train(
                 (window_loss, window_batches, window_tokens) = (0.0, 0, 0);
                 window_start = Instant::now();
                 if eval_now || last {
-                    let (val_loss, scores) = validate(&model, data, options, config, &device);
+                    let (val_loss, scores) = validate(&model, data, options, config, &device)?;
                     row.val_loss = Some(val_loss);
                     row.val_bleu = scores.map(|s| s.0);
                     row.val_chrf = scores.map(|s| s.1);
