@@ -1,6 +1,41 @@
-//! What the command-line tools share: the decoding flags of `translate` and `evaluate`.
+//! What the command-line tools share: the decoding flags of `translate` and `evaluate`, and
+//! how a tool reports an error ([`run_main`]).
 
 use crate::search::SearchOptions;
+use std::error::Error;
+use std::process::ExitCode;
+
+/// What a tool's `run` returns. Any error converts with `?` (a library error, an I/O error, or
+/// a `String` built with `format!` to add context), and [`run_main`] shows it.
+pub type CliResult<T = ()> = Result<T, Box<dyn Error>>;
+
+/// Runs a tool's body: on error prints `error: {message}` on stderr, then a
+/// `caused by: …` line for each cause in its source chain that the message does not already
+/// include, and returns [`ExitCode::FAILURE`]; otherwise [`ExitCode::SUCCESS`].
+pub fn run_main(body: impl FnOnce() -> CliResult) -> ExitCode {
+    match body() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{}", error_report(e.as_ref()));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `error: {e}` and the causes of `e` not already part of that text, one per line.
+fn error_report(e: &dyn Error) -> String {
+    let mut report = format!("error: {e}");
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        // thiserror messages often embed their source (`…: {0}`); say each thing once.
+        if !report.contains(&text) {
+            report.push_str(&format!("\n  caused by: {text}"));
+        }
+        cause = c.source();
+    }
+    report
+}
 
 /// Decoding options as flags; unset flags keep the reference implementation's defaults
 /// (beam 8 in 4 diverse groups, diversity 0.5, length penalty 0.6, repetition penalty 1.5 over
@@ -64,8 +99,36 @@ impl SearchArgs {
 
 #[cfg(test)]
 mod tests {
-    use super::SearchArgs;
+    use super::{CliResult, SearchArgs, error_report};
     use crate::search::SearchOptions;
+
+    #[derive(Debug, thiserror::Error)]
+    enum Outer {
+        #[error("cannot load the model")]
+        Load(#[source] std::io::Error),
+        #[error("bad config: {0}")]
+        Config(#[source] std::io::Error),
+    }
+
+    #[test]
+    fn errors_are_reported_with_each_cause_once() {
+        let io = || std::io::Error::other("disk on fire");
+        assert_eq!(
+            error_report(&Outer::Load(io())),
+            "error: cannot load the model\n  caused by: disk on fire"
+        );
+        assert_eq!(
+            error_report(&Outer::Config(io())),
+            "error: bad config: disk on fire"
+        );
+        // `?` takes a `String` with context as well as a library error.
+        let with_context = |line: usize| -> CliResult {
+            Err(format!("line {line}: too long"))?;
+            Ok(())
+        };
+        let e = with_context(3).expect_err("an error");
+        assert_eq!(error_report(e.as_ref()), "error: line 3: too long");
+    }
 
     #[test]
     fn defaults_are_the_reference_ones_and_flags_override() {

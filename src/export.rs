@@ -1,10 +1,12 @@
 //! Checkpoint → model bundle: collects every parameter of the burn model under its module
-//! path, writes linear weights in the `[d_out, d_in]` orientation (burn keeps `[d_in, d_out]`)
-//! and hands them to [`write_bundle`], which quantizes matrices to int8.
+//! path, writes linear weights in the `[d_out, d_in]` orientation (burn keeps `[d_in, d_out]`;
+//! the rule is [`names::burn_to_bundle`]) and hands them to [`write_bundle`], which quantizes
+//! matrices to int8.
 
 use crate::config::ModelConfig;
 use crate::model::Transformer;
 use crate::tokenizer::Tokenizer;
+use crate::weights::names;
 use crate::weights::{BundleError, Manifest, write_bundle};
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::tensor::Tensor;
@@ -59,26 +61,10 @@ pub fn named_weights(model: &Transformer) -> Result<BTreeMap<String, Vec<f32>>, 
         .tensors
         .into_iter()
         .map(|(name, shape, values)| {
-            let is_linear = name.ends_with(".weight") && !name.contains("embed.embedding");
-            let values = if is_linear && shape.len() == 2 {
-                transpose(&values, shape[0], shape[1])
-            } else {
-                values
-            };
+            let values = names::burn_to_bundle(&name, &shape, values);
             (name, values)
         })
         .collect())
-}
-
-/// `[rows, cols]` → `[cols, rows]`, row-major.
-pub(crate) fn transpose(values: &[f32], rows: usize, cols: usize) -> Vec<f32> {
-    let mut out = vec![0.0; values.len()];
-    for r in 0..rows {
-        for c in 0..cols {
-            out[c * rows + r] = values[r * cols + c];
-        }
-    }
-    out
 }
 
 /// Languages and metrics that go into the manifest beside the weights.

@@ -3,10 +3,12 @@
 //! This crate is shared by the web page (compiled to wasm, feature `web`) and the native tools.
 //! Module map (see `README.md`):
 //! - [`config`]: `ModelConfig`, the one source of model hyperparameters;
+//! - [`positions`]: the sinusoidal positional table (model, engine and reference share it);
+//! - [`layout`]: sizes and buffer layouts of kernel calls, shared by kernels and references;
 //! - [`gpu`]: adapter and device setup for both targets, pipeline cache, buffers, readback;
 //! - [`kernels`]: one WGSL compute shader per file, each with a small Rust driver;
 //! - [`reference`]: a plain-Rust f32 version of every kernel, the oracle for tests;
-//! - [`weights`]: the int8 weight layout and the validated model bundle;
+//! - [`weights`]: the int8 weight layout, the tensor names and the validated model bundle;
 //! - [`selfcheck`]: runs every kernel against its reference on seeded inputs (native tests and
 //!   the page both use it);
 //! - [`infer`]: the GPU engine (encoder pass, decoder step, teacher-forced pass);
@@ -31,8 +33,10 @@ pub mod export;
 pub mod gpu;
 pub mod infer;
 pub mod kernels;
+pub mod layout;
 #[cfg(feature = "train")]
 pub mod model;
+pub mod positions;
 pub mod reference;
 pub mod search;
 pub mod selfcheck;

@@ -22,6 +22,7 @@ use clap::Parser;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use webnmt::cli::{CliResult, run_main};
 use webnmt::gpu::{Gpu, GpuCounts};
 use webnmt::infer::Engine;
 use webnmt::model::{BurnEngine, Transformer};
@@ -93,13 +94,7 @@ struct Row {
 }
 
 fn main() -> ExitCode {
-    match pollster::block_on(run(Args::parse())) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("error: {message}");
-            ExitCode::FAILURE
-        }
-    }
+    run_main(|| pollster::block_on(run(Args::parse())))
 }
 
 fn peak_rss_mib() -> Option<f64> {
@@ -159,7 +154,7 @@ async fn engine_row(
     lines: &[String],
     name: &str,
     search: SearchOptions,
-) -> Result<Row, String> {
+) -> CliResult<Row> {
     let options = TranslateOptions {
         search,
         attention: false,
@@ -168,9 +163,7 @@ async fn engine_row(
     let (mut enc, mut dec, mut book) = (0.0, 0.0, 0.0);
     let mut gpu = GpuCounts::default();
     for line in lines {
-        let t = translate(engine, line, &options, &|| false)
-            .await
-            .map_err(|e| e.to_string())?;
+        let t = translate(engine, line, &options, &|| false).await?;
         ms.push(t.timings.total_ms);
         tokens += t.target_tokens();
         steps += t.timings.steps;
@@ -202,24 +195,20 @@ async fn burn_row(
     device: &burn::tensor::Device,
     lines: &[String],
     warm_up: usize,
-) -> Result<Row, String> {
-    let model = Transformer::from_bundle(bundle, device).map_err(|e| e.to_string())?;
+) -> CliResult<Row> {
+    let model = Transformer::from_bundle(bundle, device)?;
     let engine = BurnEngine::new(model, bundle, device);
     let options = TranslateOptions {
         search: SearchOptions::greedy(),
         attention: false,
     };
     for line in lines.iter().take(warm_up) {
-        translate(&engine, line, &options, &|| false)
-            .await
-            .map_err(|e| e.to_string())?;
+        translate(&engine, line, &options, &|| false).await?;
     }
     let (mut ms, mut tokens) = (Vec::new(), 0);
     for line in lines {
         let start = now_ms();
-        let t = translate(&engine, line, &options, &|| false)
-            .await
-            .map_err(|e| e.to_string())?;
+        let t = translate(&engine, line, &options, &|| false).await?;
         ms.push(now_ms() - start);
         tokens += t.target_tokens();
     }
@@ -227,13 +216,14 @@ async fn burn_row(
 }
 
 /// Runs `scripts/ctranslate2_bench.py` and reads its rows.
-fn ctranslate2_rows(args: &Args) -> Result<Vec<Row>, String> {
+fn ctranslate2_rows(args: &Args) -> CliResult<Vec<Row>> {
     let python = PathBuf::from("target/ctranslate2-venv/bin/python3");
     if !python.exists() {
         return Err(format!(
             "{} is missing: run `python3 scripts/ctranslate2_bench.py --setup` first",
             python.display()
-        ));
+        )
+        .into());
     }
     let out = std::env::temp_dir().join(format!("webnmt-ct2-{}.json", std::process::id()));
     let status = std::process::Command::new(&python)
@@ -251,10 +241,10 @@ fn ctranslate2_rows(args: &Args) -> Result<Vec<Row>, String> {
         .status()
         .map_err(|e| format!("cannot run {}: {e}", python.display()))?;
     if !status.success() {
-        return Err(format!("scripts/ctranslate2_bench.py failed ({status})"));
+        return Err(format!("scripts/ctranslate2_bench.py failed ({status})").into());
     }
-    let text = std::fs::read_to_string(&out).map_err(|e| e.to_string())?;
-    let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+    let text = std::fs::read_to_string(&out)?;
+    let json: serde_json::Value = serde_json::from_str(&text)?;
     let runs = json["runs"].as_object().cloned().unwrap_or_default();
     Ok(runs
         .values()
@@ -294,7 +284,7 @@ struct PageRun {
 
 /// Runs `node scripts/page_bench.mjs` with `script_args` and returns its stdout; its progress
 /// and errors go straight to our stderr.
-fn page_bench(script_args: &[&std::ffi::OsStr]) -> Result<Vec<u8>, String> {
+fn page_bench(script_args: &[&std::ffi::OsStr]) -> CliResult<Vec<u8>> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/page_bench.mjs");
     let output = std::process::Command::new("node")
         .arg(&script)
@@ -317,14 +307,15 @@ fn page_bench(script_args: &[&std::ffi::OsStr]) -> Result<Vec<u8>, String> {
             "{} failed ({}); its message is above",
             script.display(),
             output.status
-        ));
+        )
+        .into());
     }
     Ok(output.stdout)
 }
 
 /// Our page in headless Chromium (SwiftShader WebGPU) with `settings`, through
 /// `scripts/page_bench.mjs`.
-fn page_rows(args: &Args, settings: &[(&str, SearchOptions)]) -> Result<PageRun, String> {
+fn page_rows(args: &Args, settings: &[(&str, SearchOptions)]) -> CliResult<PageRun> {
     let rows: Vec<_> = settings
         .iter()
         .map(|(label, search)| serde_json::json!({ "label": label, "search": search }))
@@ -343,8 +334,9 @@ fn page_rows(args: &Args, settings: &[(&str, SearchOptions)]) -> Result<PageRun,
         "--rows".as_ref(),
         rows.as_ref(),
     ])?;
-    serde_json::from_slice(&stdout)
-        .map_err(|e| format!("cannot read the rows of scripts/page_bench.mjs: {e}"))
+    let run = serde_json::from_slice(&stdout)
+        .map_err(|e| format!("cannot read the rows of scripts/page_bench.mjs: {e}"))?;
+    Ok(run)
 }
 
 /// Chromium's SwiftShader Vulkan driver: `SWIFTSHADER_ICD`, else Debian's chromium's.
@@ -358,7 +350,7 @@ fn swiftshader_icd() -> PathBuf {
 /// Our engine's greedy and beam-4 rows on SwiftShader's Vulkan driver (the page's), from a
 /// child process of this binary with the Vulkan loader pointed at that driver. None when the
 /// driver is not there (said on stderr).
-fn swiftshader_rows(args: &Args) -> Result<Vec<Row>, String> {
+fn swiftshader_rows(args: &Args) -> CliResult<Vec<Row>> {
     let icd = swiftshader_icd();
     if !icd.is_file() {
         eprintln!(
@@ -384,7 +376,8 @@ fn swiftshader_rows(args: &Args) -> Result<Vec<Row>, String> {
         return Err(format!(
             "bench on SwiftShader failed ({}); its message is above",
             output.status
-        ));
+        )
+        .into());
     }
     #[derive(Deserialize)]
     struct Child {
@@ -440,11 +433,11 @@ fn print_table(rows: &[Row]) {
     }
 }
 
-async fn run(args: Args) -> Result<(), String> {
+async fn run(args: Args) -> CliResult {
     let text = std::fs::read_to_string(&args.src)
         .map_err(|e| format!("cannot read {}: {e}", args.src.display()))?;
     let lines: Vec<String> = text.lines().take(args.limit).map(str::to_string).collect();
-    let bundle = Bundle::from_dir(&args.model).map_err(|e| e.to_string())?;
+    let bundle = Bundle::from_dir(&args.model)?;
     if args.browser {
         // Node, Chromium, playwright-core and dist/ before the native rows, not after them.
         page_bench(&[
@@ -453,20 +446,13 @@ async fn run(args: Args) -> Result<(), String> {
             args.model.as_os_str(),
         ])?;
     }
-    let gpu = Gpu::new().await.map_err(|e| e.to_string())?;
+    let gpu = Gpu::new().await?;
     let adapter = gpu.adapter().name.clone();
     eprintln!("{} lines; our engine on {adapter}", lines.len());
-    let engine = Engine::new(
-        gpu,
-        Bundle::from_dir(&args.model).map_err(|e| e.to_string())?,
-    )
-    .await
-    .map_err(|e| e.to_string())?;
+    let engine = Engine::new(gpu, Bundle::from_dir(&args.model)?).await?;
     // Warm-up: pipelines are compiled at load; one sentence fills caches of the driver.
     if let Some(first) = lines.first() {
-        translate(&engine, first, &TranslateOptions::default(), &|| false)
-            .await
-            .map_err(|e| e.to_string())?;
+        translate(&engine, first, &TranslateOptions::default(), &|| false).await?;
     }
     let mut rows = Vec::new();
     let settings = settings();
@@ -509,7 +495,8 @@ async fn run(args: Args) -> Result<(), String> {
                 page.lines,
                 args.src.display(),
                 lines.len()
-            ));
+            )
+            .into());
         }
         Some(page)
     } else {
@@ -557,11 +544,8 @@ async fn run(args: Args) -> Result<(), String> {
             })),
             "rows": rows,
         });
-        std::fs::write(
-            path,
-            serde_json::to_string_pretty(&json).map_err(|e| e.to_string())?,
-        )
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        std::fs::write(path, serde_json::to_string_pretty(&json)?)
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     Ok(())
 }

@@ -10,7 +10,7 @@
 use clap::Parser;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use webnmt::cli::SearchArgs;
+use webnmt::cli::{CliResult, SearchArgs, run_main};
 use webnmt::eval::{self, EvalReport};
 use webnmt::gpu::Gpu;
 use webnmt::infer::Engine;
@@ -56,16 +56,10 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    match pollster::block_on(run(Args::parse())) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("error: {message}");
-            ExitCode::FAILURE
-        }
-    }
+    run_main(|| pollster::block_on(run(Args::parse())))
 }
 
-fn read_lines(path: &Path, limit: Option<usize>) -> Result<Vec<String>, String> {
+fn read_lines(path: &Path, limit: Option<usize>) -> CliResult<Vec<String>> {
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let text = String::from_utf8(bytes).map_err(|e| {
         let line = e.as_bytes()[..e.utf8_error().valid_up_to()]
@@ -80,7 +74,7 @@ fn read_lines(path: &Path, limit: Option<usize>) -> Result<Vec<String>, String> 
     Ok(lines[..n].iter().map(|l| l.to_string()).collect())
 }
 
-async fn run(args: Args) -> Result<(), String> {
+async fn run(args: Args) -> CliResult {
     let options = TranslateOptions {
         search: args.search.options(),
         attention: false,
@@ -98,7 +92,7 @@ async fn run(args: Args) -> Result<(), String> {
     let (hyps, engine_name) = match (&args.hyp, &args.model, &sources) {
         (Some(hyp), _, _) => (read_lines(hyp, args.limit)?, "file".to_string()),
         (None, Some(model), Some(sources)) => {
-            let bundle = Bundle::from_dir(model).map_err(|e| e.to_string())?;
+            let bundle = Bundle::from_dir(model)?;
             match (&args.checkpoint, args.cpu) {
                 (Some(bpk), _) => (
                     burn_cpu(bundle, Some(bpk), sources, &options).await?,
@@ -120,8 +114,7 @@ async fn run(args: Args) -> Result<(), String> {
     }
     let no_sources = vec![String::new(); hyps.len()];
     let report: EvalReport =
-        eval::evaluate(sources.as_deref().unwrap_or(&no_sources), &hyps, &refs)
-            .map_err(|e| e.to_string())?;
+        eval::evaluate(sources.as_deref().unwrap_or(&no_sources), &hyps, &refs)?;
     println!("{report}");
     println!(
         "{} lines translated by {engine_name} in {secs:.1} s ({:.1} lines/s)",
@@ -136,7 +129,7 @@ async fn run(args: Args) -> Result<(), String> {
             "seconds": secs,
             "options": options.search,
         });
-        let text = serde_json::to_string_pretty(&json).map_err(|e| e.to_string())?;
+        let text = serde_json::to_string_pretty(&json)?;
         std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     Ok(())
@@ -156,10 +149,10 @@ async fn gpu_int8(
     bundle: Bundle,
     sources: &[String],
     options: &TranslateOptions,
-) -> Result<(Vec<String>, String), String> {
-    let gpu = Gpu::new().await.map_err(|e| e.to_string())?;
+) -> CliResult<(Vec<String>, String)> {
+    let gpu = Gpu::new().await?;
     let name = format!("GPU engine int8 on {}", gpu.adapter().name);
-    let engine = Engine::new(gpu, bundle).await.map_err(|e| e.to_string())?;
+    let engine = Engine::new(gpu, bundle).await?;
     let mut hyps = Vec::with_capacity(sources.len());
     for (i, line) in sources.iter().enumerate() {
         let t = translate(&engine, line, options, &|| false)
@@ -177,7 +170,7 @@ async fn burn_cpu(
     checkpoint: Option<&PathBuf>,
     sources: &[String],
     options: &TranslateOptions,
-) -> Result<Vec<String>, String> {
+) -> CliResult<Vec<String>> {
     use burn::module::Module;
     use webnmt::model::{BurnEngine, Transformer};
     let device = burn::tensor::Device::flex();
@@ -185,7 +178,7 @@ async fn burn_cpu(
         Some(path) => Transformer::new(bundle.config(), &device)
             .try_load_file(path)
             .map_err(|e| format!("cannot load {}: {e:?}", path.display()))?,
-        None => Transformer::from_bundle(&bundle, &device).map_err(|e| e.to_string())?,
+        None => Transformer::from_bundle(&bundle, &device)?,
     };
     let engine = BurnEngine::new(model, &bundle, &device);
     let mut hyps = Vec::with_capacity(sources.len());
@@ -205,6 +198,6 @@ async fn burn_cpu(
     _: Option<&PathBuf>,
     _: &[String],
     _: &TranslateOptions,
-) -> Result<Vec<String>, String> {
+) -> CliResult<Vec<String>> {
     Err("--checkpoint and --cpu need the burn model: build with --features train".into())
 }

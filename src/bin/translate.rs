@@ -7,7 +7,7 @@ use clap::Parser;
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use webnmt::cli::SearchArgs;
+use webnmt::cli::{CliResult, SearchArgs, run_main};
 use webnmt::gpu::Gpu;
 use webnmt::infer::Engine;
 use webnmt::translate::{TranslateOptions, Translation, translate};
@@ -31,28 +31,19 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
-    match pollster::block_on(run(args)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("error: {message}");
-            ExitCode::FAILURE
-        }
-    }
+    run_main(|| pollster::block_on(run(Args::parse())))
 }
 
-async fn run(args: Args) -> Result<(), String> {
+async fn run(args: Args) -> CliResult {
     let options = TranslateOptions {
         search: args.search.options(),
         attention: args.attention,
     };
-    let bundle = Bundle::from_dir(&args.model).map_err(|e| e.to_string())?;
-    let gpu = Gpu::new().await.map_err(|e| e.to_string())?;
+    let bundle = Bundle::from_dir(&args.model)?;
+    let gpu = Gpu::new().await?;
     let adapter = gpu.adapter().clone();
-    let engine = Engine::new(gpu, bundle).await.map_err(|e| e.to_string())?;
-    engine
-        .check_options(&options.search)
-        .map_err(|e| e.to_string())?;
+    let engine = Engine::new(gpu, bundle).await?;
+    engine.check_options(&options.search)?;
     eprintln!(
         "model loaded in {:.0} ms on {} ({}, {})",
         engine.load_ms, adapter.name, adapter.backend, adapter.device_type
@@ -76,7 +67,7 @@ async fn run(args: Args) -> Result<(), String> {
             .map_err(|e| format!("line {}: {e}", n + 1))?;
         total.add(&translation);
         let out = if args.json {
-            serde_json::to_string(&translation).map_err(|e| e.to_string())?
+            serde_json::to_string(&translation)?
         } else {
             translation.text.replace(['\n', '\r'], " ")
         };

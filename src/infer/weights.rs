@@ -3,7 +3,8 @@
 use crate::config::ModelConfig;
 use crate::gpu::{Gpu, GpuError};
 use crate::kernels::matmul_q8::GpuQ8Matrix;
-use crate::reference::positional_encoding;
+use crate::positions::positional_encoding;
+use crate::weights::names::{self, AttentionNames, Stack};
 use crate::weights::{Bundle, BundleError};
 
 /// Why a bundle could not be put on the GPU.
@@ -75,12 +76,12 @@ impl GpuWeights {
     /// Uploads `bundle` (already validated against its config by [`Bundle::from_files`]).
     pub fn upload(gpu: &Gpu, bundle: &Bundle) -> Result<Self, UploadError> {
         let config: &ModelConfig = bundle.config();
-        // One GPU matrix with the rows of the bundle's matrices `names`, in order.
-        let stacked = |names: &[String]| -> Result<GpuQ8Matrix, UploadError> {
-            let mut parts = names.iter();
-            let first = parts.next().map(String::as_str).unwrap_or_default();
+        // One GPU matrix with the rows of the bundle's matrices of `modules`, in order.
+        let stacked = |modules: &[&str]| -> Result<GpuQ8Matrix, UploadError> {
+            let mut parts = modules.iter();
+            let first = parts.next().copied().unwrap_or_default();
             let mut w = bundle.matrix(first)?;
-            let mut bias = bundle.vector(&format!("{first}.bias"))?;
+            let mut bias = bundle.vector(&names::bias(first))?;
             for name in parts {
                 let next = bundle.matrix(name)?;
                 if next.k != w.k {
@@ -93,67 +94,71 @@ impl GpuWeights {
                 w.n += next.n;
                 w.packed.extend(next.packed);
                 w.scale.extend(next.scale);
-                bias.extend(bundle.vector(&format!("{name}.bias"))?);
+                bias.extend(bundle.vector(&names::bias(name))?);
             }
             Ok(GpuQ8Matrix::upload(gpu, &w, &bias)?)
         };
-        let linear = |name: &str| stacked(&[name.to_string()]);
-        let embedding = |stack: &str| -> Result<GpuQ8Matrix, UploadError> {
-            let w = bundle.matrix(&format!("{stack}.embed.embedding"))?;
+        let linear = |module: &str| stacked(&[module]);
+        let embedding = |stack: Stack| -> Result<GpuQ8Matrix, UploadError> {
+            let w = bundle.matrix(&names::embedding(stack))?;
             Ok(GpuQ8Matrix::upload(gpu, &w, &vec![0.0; w.n])?)
         };
-        let norm = |name: &str| -> Result<Norm, UploadError> {
+        let norm = |norm: &str| -> Result<Norm, UploadError> {
             Ok(Norm {
-                gamma: gpu.storage_from(name, &bundle.vector(&format!("{name}.gamma"))?),
-                beta: gpu.storage_from(name, &bundle.vector(&format!("{name}.beta"))?),
+                gamma: gpu.storage_from(norm, &bundle.vector(&names::gamma(norm))?),
+                beta: gpu.storage_from(norm, &bundle.vector(&names::beta(norm))?),
             })
         };
-        let self_attn = |name: &str| -> Result<SelfAttn, UploadError> {
+        let self_attn = |block: &AttentionNames| -> Result<SelfAttn, UploadError> {
             Ok(SelfAttn {
-                qkv: stacked(&["query", "key", "value"].map(|p| format!("{name}.{p}")))?,
-                output: linear(&format!("{name}.output"))?,
+                qkv: stacked(&[&block.query, &block.key, &block.value])?,
+                output: linear(&block.output)?,
             })
         };
-        let cross_attn = |name: &str| -> Result<CrossAttn, UploadError> {
+        let cross_attn = |block: &AttentionNames| -> Result<CrossAttn, UploadError> {
             Ok(CrossAttn {
-                query: linear(&format!("{name}.query"))?,
-                kv: stacked(&["key", "value"].map(|p| format!("{name}.{p}")))?,
-                output: linear(&format!("{name}.output"))?,
+                query: linear(&block.query)?,
+                kv: stacked(&[&block.key, &block.value])?,
+                output: linear(&block.output)?,
             })
         };
-        let ffn = |p: &str| -> Result<Ffn, UploadError> {
+        let ffn = |layer: &names::LayerNames| -> Result<Ffn, UploadError> {
             Ok(Ffn {
-                linear1: linear(&format!("{p}.ffn.linear1"))?,
-                linear2: linear(&format!("{p}.ffn.linear2"))?,
+                linear1: linear(&layer.ffn_linear1)?,
+                linear2: linear(&layer.ffn_linear2)?,
             })
         };
         let encoder = (0..config.n_enc_layers)
             .map(|l| {
-                let p = format!("encoder.layers.{l}");
+                let layer = names::layer(Stack::Encoder, l);
                 Ok(EncoderLayer {
-                    self_attn: self_attn(&format!("{p}.self_attn"))?,
-                    norm1: norm(&format!("{p}.norm1"))?,
-                    ffn: ffn(&p)?,
-                    norm2: norm(&format!("{p}.norm2"))?,
+                    self_attn: self_attn(&layer.self_attn)?,
+                    norm1: norm(&layer.self_attn_norm)?,
+                    ffn: ffn(&layer)?,
+                    norm2: norm(&layer.ffn_norm)?,
                 })
             })
             .collect::<Result<_, UploadError>>()?;
         let decoder = (0..config.n_dec_layers)
             .map(|l| {
-                let p = format!("decoder.layers.{l}");
+                let layer = names::layer(Stack::Decoder, l);
+                let (cross, cross_norm) = layer
+                    .cross_attn
+                    .as_ref()
+                    .expect("decoder layers have cross-attention");
                 Ok(DecoderLayer {
-                    self_attn: self_attn(&format!("{p}.self_attn"))?,
-                    norm1: norm(&format!("{p}.norm1"))?,
-                    cross_attn: cross_attn(&format!("{p}.cross_attn"))?,
-                    norm2: norm(&format!("{p}.norm2"))?,
-                    ffn: ffn(&p)?,
-                    norm3: norm(&format!("{p}.norm3"))?,
+                    self_attn: self_attn(&layer.self_attn)?,
+                    norm1: norm(&layer.self_attn_norm)?,
+                    cross_attn: cross_attn(cross)?,
+                    norm2: norm(cross_norm)?,
+                    ffn: ffn(&layer)?,
+                    norm3: norm(&layer.ffn_norm)?,
                 })
             })
             .collect::<Result<_, UploadError>>()?;
         Ok(Self {
-            src_embed: embedding("encoder")?,
-            tgt_embed: embedding("decoder")?,
+            src_embed: embedding(Stack::Encoder)?,
+            tgt_embed: embedding(Stack::Decoder)?,
             positions: gpu.storage_from(
                 "positions",
                 &positional_encoding(config.max_seq_len + 1, config.d_model),

@@ -8,7 +8,7 @@
 // is 0 in f32) because at least one key is always visible. Masked: keys at or past key_len[b]
 // (source padding), and with `causal`, keys after the query's position q_offset + i.
 //
-// Layout, so that the engine needs no copies (see `AttentionLayout` in attention.rs):
+// Layout, so that the engine needs no copies (see `AttentionLayout` in layout.rs):
 // - query (b, i) starts at q[q_start + (b · n_queries + i) · q_stride];
 // - key j of batch row b is row  j · pos_rows + b' · batch_rows  of kv, where b' = b, or with
 //   `indirect` = 1 the beam history ancestors[b · anc_stride + j] (the decoder's KV cache:
@@ -52,8 +52,8 @@ struct Params {
 @group(0) @binding(5) var<storage, read_write> weights: array<f32>; // [batch, n_heads, n_queries, n_keys]; ≥ 1 element
 @group(0) @binding(6) var<storage, read_write> context: array<vec4<f32>>; // [batch, n_queries, d_model]
 
-const MASKED: f32 = -1.0e9;
-// The largest d_head: the accumulator lives in registers (or the CPU's stack).
+// The largest d_head: the accumulator lives in registers (or the CPU's stack), so its size is a
+// compile-time constant; equals `D_HEAD_MAX` in attention.rs (a test there checks).
 const D_HEAD_MAX: u32 = 128u;
 
 // Features per head, a multiple of 4 and ≤ D_HEAD_MAX (set per pipeline: constant loop bounds).
@@ -82,7 +82,11 @@ fn score(q_base: u32, k_base: u32) -> f32 {
     return (acc.x + acc.y + acc.z + acc.w) * inverseSqrt(f32(d_head));
 }
 
-@compute @workgroup_size(64)
+// Invocations per workgroup: set by the Rust driver from its `WORKGROUP` constant. No default,
+// so a pipeline created without it fails instead of running with a stale copy.
+override WORKGROUP: u32;
+
+@compute @workgroup_size(WORKGROUP)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     let h = gid.x % params.n_heads;
     let bi = gid.x / params.n_heads; // b · n_queries + i

@@ -2,15 +2,16 @@
 
 use super::matmul_q8::GpuQ8Matrix;
 use crate::gpu::{Gpu, GpuError, PipelineKey};
-use crate::reference::positional_encoding;
+use crate::positions::positional_encoding;
 use crate::weights::QuantizedMatrix;
 use std::sync::Arc;
 
 /// The kernel's name: its pipeline-cache key and debug label.
 pub const NAME: &str = "embed";
-/// The WGSL source.
-pub const SOURCE: &str = include_str!("embed.wgsl");
-/// Invocations per workgroup along the feature axis (`@workgroup_size` in the shader).
+/// The WGSL source: the kernel, then the shared int8 helpers.
+pub const SOURCE: &str = concat!(include_str!("embed.wgsl"), "\n", include_str!("int8.wgsl"));
+/// Invocations per workgroup along the feature axis: the shader's `WORKGROUP` override, set
+/// from here.
 const WORKGROUP: u32 = 64;
 
 /// Mirrors `struct Params` in `embed.wgsl`.
@@ -52,7 +53,8 @@ pub struct EmbedArgs<'a> {
 impl Embed {
     /// Compiles the kernel (or takes it from the device's pipeline cache).
     pub async fn new(gpu: &Gpu) -> Result<Self, GpuError> {
-        let pipeline = gpu.pipeline(&PipelineKey::new(NAME), SOURCE).await?;
+        let key = PipelineKey::new(NAME).with("WORKGROUP", f64::from(WORKGROUP));
+        let pipeline = gpu.pipeline(&key, SOURCE).await?;
         Ok(Self { pipeline })
     }
 

@@ -3,14 +3,16 @@
 //
 // The embedding table uses the int8 layout of matmul_q8 (rows = vocabulary, four values per
 // u32, word-major on the GPU: word c of row t is table[c · stride + t], stride = vocab rounded
-// up to 4; one f32 scale per row),
-// so the same buffer is the tied output projection. The positional table comes from the CPU (reference::
-// positional_encoding), so the GPU and the reference add identical values. Row r of the output
-// sits at position start_pos + r % seq_len: a batch of sentences of seq_len tokens for the
-// encoder, or one token per beam at decoder step start_pos (seq_len = 1).
+// up to 4; one f32 scale per row), so the same buffer is the tied output projection. The
+// positional table comes from the CPU (positions::positional_encoding), so the GPU and the
+// reference add identical values. Row r of the output sits at position start_pos + r % seq_len:
+// a batch of sentences of seq_len tokens for the encoder, or one token per beam at decoder step
+// start_pos (seq_len = 1).
 //
 // One invocation writes four consecutive features of one row; the grid is
-// (d_model/4 / 64 workgroups, rows).
+// (d_model/4 / WORKGROUP workgroups, rows).
+//
+// unpack_i8x4 is in int8.wgsl, which the driver appends to this file.
 
 struct Params {
     rows: u32,      // output rows (tokens)
@@ -30,12 +32,11 @@ struct Params {
 @group(0) @binding(4) var<storage, read> pe: array<vec4<f32>>;   // [max_pos, d_model/4]
 @group(0) @binding(5) var<storage, read_write> x: array<vec4<f32>>; // [rows, d_model/4]
 
-fn unpack_i8x4(word: u32) -> vec4<f32> {
-    let shifted = vec4<u32>(word << 24u, word << 16u, word << 8u, word);
-    return vec4<f32>(bitcast<vec4<i32>>(shifted) >> vec4<u32>(24u));
-}
+// Invocations per workgroup: set by the Rust driver from its `WORKGROUP` constant. No default,
+// so a pipeline created without it fails instead of running with a stale copy.
+override WORKGROUP: u32;
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(WORKGROUP)
 fn main(@builtin(global_invocation_id) id: vec3<u32>) {
     let words = params.d_model / 4u;
     let c = id.x;

@@ -9,7 +9,8 @@ use std::sync::Arc;
 pub const NAME: &str = "logits_topk";
 /// The WGSL source.
 pub const SOURCE: &str = include_str!("logits_topk.wgsl");
-/// The largest `k` the kernel supports (`K_MAX` in the shader).
+/// The largest `k` the kernel supports (`K_MAX` in the shader, which sizes arrays with it; a
+/// test checks the two agree).
 pub const K_MAX: usize = 8;
 
 /// Mirrors `struct Params` in `logits_topk.wgsl`.
@@ -189,8 +190,15 @@ pub async fn logits_topk(
 
 #[cfg(test)]
 mod tests {
+    use super::{K_MAX, SOURCE};
     use crate::gpu::testing::gpu_or_skip;
+    use crate::kernels::wgsl_const;
     use crate::selfcheck;
+
+    #[test]
+    fn wgsl_constants_match_the_driver() {
+        assert_eq!(wgsl_const(SOURCE, "K_MAX"), Some(K_MAX));
+    }
 
     #[test]
     fn logits_topk_matches_reference() {

@@ -6,8 +6,8 @@
 // `window` generated tokens has its log-prob multiplied by `penalty`. Order: descending
 // log-prob, ties by ascending token id (as search::top_k).
 //
-// One workgroup of 128 invocations handles one row: one pass keeps each invocation's running
-// max and sum of exponentials, one reduction of those pairs gives the log-sum-exp, each
+// One workgroup of WG = 128 invocations handles one row: one pass keeps each invocation's
+// running max and sum of exponentials, one reduction of those pairs gives the log-sum-exp, each
 // invocation keeps the top k of its strided share of the vocabulary, and seven rounds of
 // pairwise merges in workgroup memory reduce the 128 short lists to one. k ≤ K_MAX. The row's
 // history is first marked in a bitmap in workgroup memory (token ids below BITMAP_TOKENS), so
@@ -31,17 +31,21 @@ struct Params {
 @group(0) @binding(3) var<storage, read> history_len: array<u32>;    // [rows]
 @group(0) @binding(4) var<storage, read_write> top: array<u32>;      // [rows, k, 2]: id, bitcast<u32>(log-prob)
 
+// Invocations per workgroup, a power of two (the reductions halve it); the driver only needs
+// one workgroup per row, so this lives here alone.
 const WG: u32 = 128u;
+// Sizes the per-invocation top-k arrays, so a compile-time constant; equals `K_MAX` in
+// logits_topk.rs (a test there checks).
 const K_MAX: u32 = 8u;
 const NONE: u32 = 0xffffffffu;
 
 var<workgroup> max_buf: array<f32, WG>;
 var<workgroup> sum_buf: array<f32, WG>;
-var<workgroup> cand_score: array<f32, 1024>; // WG * K_MAX
-var<workgroup> cand_id: array<u32, 1024>;
+var<workgroup> cand_score: array<f32, WG * K_MAX>;
+var<workgroup> cand_id: array<u32, WG * K_MAX>;
 const BITMAP_TOKENS: u32 = 32768u;
 // Bit t set: token t is in the row's repetition window. Zero-initialised, as all workgroup memory.
-var<workgroup> history_bits: array<atomic<u32>, 1024>; // BITMAP_TOKENS / 32
+var<workgroup> history_bits: array<atomic<u32>, BITMAP_TOKENS / 32u>;
 
 // True when (sa, ia) ranks before (sb, ib).
 fn before(sa: f32, ia: u32, sb: f32, ib: u32) -> bool {
@@ -85,7 +89,7 @@ fn in_window(row: u32, token: u32) -> bool {
     return false;
 }
 
-@compute @workgroup_size(128)
+@compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) local: vec3<u32>) {
     let row = wg.x;
     let lid = local.x;

@@ -14,11 +14,16 @@ use std::sync::Arc;
 
 /// The kernel's name: its pipeline-cache key and debug label.
 pub const NAME: &str = "matmul_q8";
-/// The WGSL source.
-pub const SOURCE: &str = include_str!("matmul_q8.wgsl");
-/// The most rows one invocation computes (`ROWS_MAX` in the shader).
+/// The WGSL source: the kernel, then the shared int8 helpers.
+pub const SOURCE: &str = concat!(
+    include_str!("matmul_q8.wgsl"),
+    "\n",
+    include_str!("int8.wgsl")
+);
+/// The most rows one invocation computes (`ROWS_MAX` in the shader, which sizes an array with
+/// it; a test checks the two agree).
 pub const ROWS_MAX: usize = 8;
-/// Invocations per workgroup (`@workgroup_size` in the shader).
+/// Invocations per workgroup: the shader's `WORKGROUP` override, set from here.
 const WORKGROUP: u32 = 64;
 
 /// Mirrors `struct Params` in `matmul_q8.wgsl`.
@@ -122,6 +127,7 @@ impl MatmulQ8 {
         let mut pipelines = Vec::with_capacity(ROWS_MAX);
         for rows in 1..=ROWS_MAX {
             let key = PipelineKey::new(NAME)
+                .with("WORKGROUP", f64::from(WORKGROUP))
                 .with("relu", relu)
                 .with("rows", rows as f64);
             pipelines.push(gpu.pipeline(&key, SOURCE).await?);
@@ -273,7 +279,13 @@ pub(crate) fn check_shape(m: usize, n: usize, k: usize) -> Result<(), GpuError> 
 mod tests {
     use super::*;
     use crate::gpu::testing::gpu_or_skip;
+    use crate::kernels::wgsl_const;
     use crate::selfcheck;
+
+    #[test]
+    fn wgsl_constants_match_the_driver() {
+        assert_eq!(wgsl_const(SOURCE, "ROWS_MAX"), Some(ROWS_MAX));
+    }
 
     #[test]
     fn matmul_q8_matches_reference() {

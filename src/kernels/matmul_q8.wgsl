@@ -18,6 +18,8 @@
 // not depend on the batch it is in. The row scale is applied once, after the integer dot product.
 //
 // Y may sit inside a larger buffer: row r starts at y_offset + r · n.
+//
+// unpack_i8x4 is in int8.wgsl, which the driver appends to this file.
 
 struct Params {
     m: u32,        // rows of X and Y
@@ -33,6 +35,8 @@ struct Params {
 @group(0) @binding(4) var<storage, read> bias: array<vec4<f32>>;  // [stride/4]
 @group(0) @binding(5) var<storage, read_write> y: array<f32>;  // [y_offset + m · n]
 
+// Sizes the accumulator array, so a compile-time constant; equals `ROWS_MAX` in matmul_q8.rs (a
+// test there checks).
 const ROWS_MAX: u32 = 8u;
 
 // Apply max(0, y) to the output (set per pipeline by the Rust driver).
@@ -41,13 +45,11 @@ override relu: bool = false;
 // and the accumulators stay in registers (a runtime bound makes CPU compilers spill them).
 override rows: u32 = 1u;
 
-// The four signed bytes of `word`, lowest byte first, as f32.
-fn unpack_i8x4(word: u32) -> vec4<f32> {
-    let shifted = vec4<u32>(word << 24u, word << 16u, word << 8u, word);
-    return vec4<f32>(bitcast<vec4<i32>>(shifted) >> vec4<u32>(24u));
-}
+// Invocations per workgroup: set by the Rust driver from its `WORKGROUP` constant. No default,
+// so a pipeline created without it fails instead of running with a stale copy.
+override WORKGROUP: u32;
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(WORKGROUP)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     let quad = gid.x;
     let quads = (params.n + 3u) / 4u;

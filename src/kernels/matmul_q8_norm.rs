@@ -10,9 +10,14 @@ use std::sync::Arc;
 
 /// The kernel's name: its pipeline-cache key and debug label.
 pub const NAME: &str = "matmul_q8_norm";
-/// The WGSL source.
-pub const SOURCE: &str = include_str!("matmul_q8_norm.wgsl");
-/// The widest row one workgroup normalises (4 × `QUADS_MAX` in the shader).
+/// The WGSL source: the kernel, then the shared int8 helpers.
+pub const SOURCE: &str = concat!(
+    include_str!("matmul_q8_norm.wgsl"),
+    "\n",
+    include_str!("int8.wgsl")
+);
+/// The widest row one workgroup normalises (4 × `QUADS_MAX` in the shader, which sizes an array
+/// with it; a test checks the two agree). The shader's `ROWS_MAX` is matmul_q8's [`ROWS_MAX`].
 pub const N_MAX: usize = 1024;
 
 /// Mirrors `struct Params` in `matmul_q8_norm.wgsl`.
@@ -199,8 +204,16 @@ pub async fn matmul_q8_norm(
 
 #[cfg(test)]
 mod tests {
+    use super::{N_MAX, ROWS_MAX, SOURCE};
     use crate::gpu::testing::gpu_or_skip;
+    use crate::kernels::wgsl_const;
     use crate::selfcheck;
+
+    #[test]
+    fn wgsl_constants_match_the_driver() {
+        assert_eq!(wgsl_const(SOURCE, "ROWS_MAX"), Some(ROWS_MAX));
+        assert_eq!(wgsl_const(SOURCE, "QUADS_MAX").map(|q| 4 * q), Some(N_MAX));
+    }
 
     #[test]
     fn matmul_q8_norm_matches_reference() {

@@ -11,6 +11,8 @@
 // product is matmul_q8's (same accumulation order); each invocation then adds bias and
 // residual, and the row sums for the mean and the variance are reduced in workgroup memory
 // (one invocation per row adds up the partial sums: four barriers in all).
+//
+// unpack_i8x4 is in int8.wgsl, which the driver appends to this file.
 
 struct Params {
     m: u32,   // rows of X, residual and Y
@@ -29,6 +31,8 @@ struct Params {
 @group(0) @binding(7) var<storage, read> beta: array<vec4<f32>>;     // [n/4]
 @group(0) @binding(8) var<storage, read_write> y: array<vec4<f32>>;  // [m, n/4]
 
+// Array sizes, so compile-time constants; tests in matmul_q8_norm.rs check them against the
+// Rust driver (ROWS_MAX = matmul_q8's `ROWS_MAX`, 4 · QUADS_MAX = `N_MAX`).
 const ROWS_MAX: u32 = 8u;
 const QUADS_MAX: u32 = 256u;
 
@@ -39,12 +43,6 @@ override quads: u32 = 64u;
 
 var<workgroup> partial: array<array<f32, QUADS_MAX>, ROWS_MAX>;
 var<workgroup> row_total: array<f32, ROWS_MAX>;
-
-// The four signed bytes of `word`, lowest byte first, as f32.
-fn unpack_i8x4(word: u32) -> vec4<f32> {
-    let shifted = vec4<u32>(word << 24u, word << 16u, word << 8u, word);
-    return vec4<f32>(bitcast<vec4<i32>>(shifted) >> vec4<u32>(24u));
-}
 
 // Sums partial[r][0..quads] into row_total[r] for the block's rows, visible to every invocation.
 fn total_rows(quad: u32, block: u32) {

@@ -3,8 +3,7 @@
 //! from a shipped model.
 
 use super::Transformer;
-use crate::export::transpose;
-use crate::weights::{Bundle, BundleError, tensor_specs};
+use crate::weights::{Bundle, BundleError, names, tensor_specs};
 use burn::module::{Module, ModuleMapper, Param};
 use burn::tensor::{Device, Tensor, TensorData};
 use safetensors::Dtype;
@@ -34,14 +33,6 @@ impl ModuleMapper for Load {
         };
         param.map(|tensor| {
             let dims = tensor.dims();
-            let is_linear =
-                D == 2 && name.ends_with(".weight") && !name.contains("embed.embedding");
-            // Bundles hold linear weights as [d_out, d_in]; burn as [d_in, d_out].
-            let values = if is_linear {
-                transpose(&values, dims[1], dims[0])
-            } else {
-                values
-            };
             if values.len() != dims.iter().product::<usize>() {
                 self.problems.push(format!(
                     "{name}: {} values for shape {dims:?}",
@@ -49,6 +40,8 @@ impl ModuleMapper for Load {
                 ));
                 return tensor;
             }
+            // Bundles hold linear weights as [d_out, d_in]; burn as [d_in, d_out].
+            let values = names::bundle_to_burn(&name, &dims, values);
             let loaded = Tensor::from_data(TensorData::new(values, dims), &tensor.device());
             if tensor.is_require_grad() {
                 loaded.require_grad()
@@ -65,12 +58,14 @@ impl Transformer {
         let config = bundle.config();
         let mut weights = BTreeMap::new();
         for spec in tensor_specs(config) {
-            if spec.dtype == Dtype::I8 {
-                let stem = spec.name.trim_end_matches(".weight");
-                weights.insert(spec.name.clone(), bundle.matrix(stem)?.dequantize());
-            } else if !spec.name.ends_with(".weight_scale") {
-                weights.insert(spec.name.clone(), bundle.vector(&spec.name)?);
+            if names::is_weight_scale(&spec.name) {
+                continue;
             }
+            let values = match names::module_of_weight(&spec.name) {
+                Some(module) if spec.dtype == Dtype::I8 => bundle.matrix(module)?.dequantize(),
+                _ => bundle.vector(&spec.name)?,
+            };
+            weights.insert(spec.name, values);
         }
         let mut load = Load {
             path: Vec::new(),

@@ -23,7 +23,7 @@ pub use greedy::greedy_decode;
 pub use step::{BurnEngine, BurnError, BurnSession, BurnStepError};
 
 use crate::config::{ModelConfig, PAD_ID};
-use crate::reference::positional_encoding;
+use crate::positions::positional_encoding;
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::nn::{
     Dropout, DropoutConfig, Embedding, EmbeddingConfig, Initializer, LayerNorm, LayerNormConfig,

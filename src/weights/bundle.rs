@@ -10,7 +10,8 @@
 //! tensor's dtype and shape against the config, tokenizers and their vocabulary sizes — and
 //! returns one [`BundleError`] naming the problem, before any GPU allocation.
 
-use super::QuantizedMatrix;
+use super::names::{self, AttentionNames, Stack};
+use super::{QuantError, QuantizedMatrix};
 use crate::config::{ConfigError, ModelConfig};
 use crate::tokenizer::Tokenizer;
 use safetensors::{Dtype, SafeTensors};
@@ -100,6 +101,10 @@ pub enum BundleError {
     },
     #[error("tensor {name} holds a value that is not a finite number")]
     NotFinite { name: String },
+    /// Writing: a matrix could not be quantized to int8 (wrong number of values, `k` not a
+    /// multiple of 4, or a NaN or infinite weight).
+    #[error("cannot quantize tensor {name} to int8: {reason}")]
+    Quantize { name: String, reason: QuantError },
     #[error("{file} is not a usable tokenizer: {reason}")]
     Tokenizer { file: String, reason: String },
     #[error("{file} has {found} tokens but the model config says {expected}")]
@@ -120,29 +125,26 @@ pub struct TensorSpec {
     pub shape: Vec<usize>,
 }
 
-/// Every tensor of a bundle for `config`, in a fixed order.
+/// Every tensor of a bundle for `config`, in a fixed order (names from [`names`]).
 pub fn tensor_specs(config: &ModelConfig) -> Vec<TensorSpec> {
     let mut specs = Specs(Vec::new());
     let (d, d_ff) = (config.d_model, config.d_ff);
     for (stack, vocab, layers) in [
-        ("encoder", config.src_vocab_size, config.n_enc_layers),
-        ("decoder", config.tgt_vocab_size, config.n_dec_layers),
+        (Stack::Encoder, config.src_vocab_size, config.n_enc_layers),
+        (Stack::Decoder, config.tgt_vocab_size, config.n_dec_layers),
     ] {
-        specs.matrix(&format!("{stack}.embed.embedding"), vocab, d);
+        specs.matrix(&names::embedding(stack), vocab, d);
         for l in 0..layers {
-            let p = format!("{stack}.layers.{l}");
-            specs.attention(&format!("{p}.self_attn"), d);
-            specs.norm(&format!("{p}.norm1"), d);
-            let ffn_norm = if stack == "decoder" {
-                specs.attention(&format!("{p}.cross_attn"), d);
-                specs.norm(&format!("{p}.norm2"), d);
-                "norm3"
-            } else {
-                "norm2"
-            };
-            specs.linear(&format!("{p}.ffn.linear1"), d, d_ff);
-            specs.linear(&format!("{p}.ffn.linear2"), d_ff, d);
-            specs.norm(&format!("{p}.{ffn_norm}"), d);
+            let layer = names::layer(stack, l);
+            specs.attention(&layer.self_attn, d);
+            specs.norm(&layer.self_attn_norm, d);
+            if let Some((cross_attn, norm)) = &layer.cross_attn {
+                specs.attention(cross_attn, d);
+                specs.norm(norm, d);
+            }
+            specs.linear(&layer.ffn_linear1, d, d_ff);
+            specs.linear(&layer.ffn_linear2, d_ff, d);
+            specs.norm(&layer.ffn_norm, d);
         }
     }
     specs.0
@@ -156,24 +158,24 @@ impl Specs {
     }
 
     /// An int8 matrix `[n, k]` and its per-row scales.
-    fn matrix(&mut self, name: &str, n: usize, k: usize) {
-        self.push(format!("{name}.weight"), Dtype::I8, vec![n, k]);
-        self.push(format!("{name}.weight_scale"), Dtype::F32, vec![n]);
+    fn matrix(&mut self, module: &str, n: usize, k: usize) {
+        self.push(names::weight(module), Dtype::I8, vec![n, k]);
+        self.push(names::weight_scale(module), Dtype::F32, vec![n]);
     }
 
-    fn linear(&mut self, name: &str, d_in: usize, d_out: usize) {
-        self.matrix(name, d_out, d_in);
-        self.push(format!("{name}.bias"), Dtype::F32, vec![d_out]);
+    fn linear(&mut self, module: &str, d_in: usize, d_out: usize) {
+        self.matrix(module, d_out, d_in);
+        self.push(names::bias(module), Dtype::F32, vec![d_out]);
     }
 
-    fn norm(&mut self, name: &str, d: usize) {
-        self.push(format!("{name}.gamma"), Dtype::F32, vec![d]);
-        self.push(format!("{name}.beta"), Dtype::F32, vec![d]);
+    fn norm(&mut self, norm: &str, d: usize) {
+        self.push(names::gamma(norm), Dtype::F32, vec![d]);
+        self.push(names::beta(norm), Dtype::F32, vec![d]);
     }
 
-    fn attention(&mut self, name: &str, d: usize) {
-        for proj in ["query", "key", "value", "output"] {
-            self.linear(&format!("{name}.{proj}"), d, d);
+    fn attention(&mut self, block: &AttentionNames, d: usize) {
+        for proj in block.all() {
+            self.linear(proj, d, d);
         }
     }
 }
@@ -329,16 +331,17 @@ impl Bundle {
         &self.manifest.model
     }
 
-    /// The int8 matrix `name` (without `.weight`), e.g. `decoder.layers.0.ffn.linear1`.
-    pub fn matrix(&self, name: &str) -> Result<QuantizedMatrix, BundleError> {
+    /// The int8 matrix of `module` (the name without `.weight`), e.g.
+    /// `decoder.layers.0.ffn.linear1`.
+    pub fn matrix(&self, module: &str) -> Result<QuantizedMatrix, BundleError> {
         let tensors = self.tensors()?;
         let get = |n: String| {
             tensors
                 .tensor(&n)
                 .map_err(|_| BundleError::MissingTensor(n))
         };
-        let weight = get(format!("{name}.weight"))?;
-        let scale = get(format!("{name}.weight_scale"))?;
+        let weight = get(names::weight(module))?;
+        let scale = get(names::weight_scale(module))?;
         let (n, k) = (weight.shape()[0], weight.shape()[1]);
         let packed = weight
             .data()
@@ -387,7 +390,7 @@ pub fn write_bundle(
     let specs = tensor_specs(&manifest.model);
     let mut owned: Vec<(String, Dtype, Vec<usize>, Vec<u8>)> = Vec::new();
     for spec in &specs {
-        if spec.name.ends_with(".weight_scale") {
+        if names::is_weight_scale(&spec.name) {
             continue;
         }
         let values = weights
@@ -395,19 +398,17 @@ pub fn write_bundle(
             .ok_or_else(|| BundleError::MissingTensor(spec.name.clone()))?;
         if spec.dtype == Dtype::I8 {
             let (n, k) = (spec.shape[0], spec.shape[1]);
-            let q = QuantizedMatrix::quantize(values, n, k).map_err(|e| {
-                BundleError::TensorMismatch {
-                    name: format!("{} ({e})", spec.name),
-                    dtype: "F32".into(),
-                    shape: spec.shape.clone(),
-                    found_dtype: "F32".into(),
-                    found_shape: vec![values.len()],
+            let q = QuantizedMatrix::quantize(values, n, k).map_err(|reason| {
+                BundleError::Quantize {
+                    name: spec.name.clone(),
+                    reason,
                 }
             })?;
             let bytes: Vec<u8> = q.packed.iter().flat_map(|w| w.to_le_bytes()).collect();
             owned.push((spec.name.clone(), Dtype::I8, spec.shape.clone(), bytes));
             let scale = q.scale.iter().flat_map(|s| s.to_le_bytes()).collect();
-            owned.push((format!("{}_scale", spec.name), Dtype::F32, vec![n], scale));
+            let module = names::module_of_weight(&spec.name).unwrap_or(&spec.name);
+            owned.push((names::weight_scale(module), Dtype::F32, vec![n], scale));
         } else {
             if values.len() != spec.shape.iter().product::<usize>() {
                 return Err(BundleError::TensorMismatch {
@@ -473,14 +474,11 @@ mod tests {
             .expect("tokenizer")
     }
 
-    /// A valid bundle of the tiny preset with deterministic weights, in a fresh directory.
-    fn write_tiny(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("webnmt-bundle-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let config = tiny_config();
-        let weights: BTreeMap<String, Vec<f32>> = tensor_specs(&config)
+    /// Deterministic f32 weights for every tensor of `config` that `write_bundle` takes.
+    fn tiny_weights(config: &ModelConfig) -> BTreeMap<String, Vec<f32>> {
+        tensor_specs(config)
             .into_iter()
-            .filter(|s| !s.name.ends_with("_scale"))
+            .filter(|s| !names::is_weight_scale(&s.name))
             .map(|s| {
                 let n: usize = s.shape.iter().product();
                 (
@@ -488,18 +486,58 @@ mod tests {
                     (0..n).map(|i| ((i * 7 % 13) as f32 - 6.0) / 10.0).collect(),
                 )
             })
-            .collect();
-        let manifest = Manifest {
+            .collect()
+    }
+
+    fn tiny_manifest() -> Manifest {
+        Manifest {
             format: String::new(),
             format_version: 0,
             source_lang: "de".into(),
             target_lang: "en".into(),
-            model: config,
+            model: tiny_config(),
             files: BTreeMap::new(),
             metrics: serde_json::Value::Null,
-        };
-        write_bundle(&dir, manifest, &weights, &tokenizer(6), &tokenizer(8)).expect("written");
+        }
+    }
+
+    /// A valid bundle of the tiny preset with deterministic weights, in a fresh directory.
+    fn write_tiny(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("webnmt-bundle-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let weights = tiny_weights(&tiny_config());
+        write_bundle(
+            &dir,
+            tiny_manifest(),
+            &weights,
+            &tokenizer(6),
+            &tokenizer(8),
+        )
+        .expect("written");
         dir
+    }
+
+    #[test]
+    fn a_matrix_that_cannot_be_quantized_is_named_with_the_reason() {
+        let dir = std::env::temp_dir().join(format!("webnmt-bundle-nan-{}", std::process::id()));
+        let mut weights = tiny_weights(&tiny_config());
+        let name = "decoder.layers.1.ffn.linear2.weight";
+        weights.get_mut(name).expect("a matrix")[3] = f32::NAN;
+        let err = write_bundle(
+            &dir,
+            tiny_manifest(),
+            &weights,
+            &tokenizer(6),
+            &tokenizer(8),
+        )
+        .expect_err("NaN cannot be quantized");
+        assert!(
+            matches!(err, BundleError::Quantize { name: ref n, .. } if n == name),
+            "{err}"
+        );
+        assert!(err.to_string().contains("not a finite number"), "{err}");
+        assert!(!err.to_string().contains("F32"), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     fn edit_manifest(dir: &Path, edit: impl FnOnce(&mut serde_json::Value)) {

@@ -4,7 +4,7 @@
 //!
 //! # Int8 layout
 //! A linear layer's weight `W` of shape `[n, k]` (output features × input features, the
-//! PyTorch orientation; burn stores `[k, n]` and the exporter transposes) is quantized
+//! PyTorch orientation; burn stores `[k, n]`, and [`names`] converts between the two) is quantized
 //! symmetrically per output row: `scale[r] = max_i |W[r, i]| / 127`, `q[r, i] =
 //! round(W[r, i] / scale[r])` in `-127..=127`. Four consecutive values of a row are packed
 //! little-endian into one `u32` (byte `j` of word `c` holds `q[r, 4c + j]`), so `k` must be a
@@ -13,6 +13,7 @@
 //! and the error small for the row-normalised weights of a Transformer.
 
 mod bundle;
+pub mod names;
 mod quant;
 
 #[cfg(not(target_arch = "wasm32"))]

@@ -1,0 +1,128 @@
+//! The contract between the search and an engine: what the search asks at one decoder step
+//! ([`StepRequest`]), what the engine answers ([`Candidate`]s), and the scoring every engine
+//! must apply the same way (log-softmax, the repetition penalty, top-k order). The GPU kernel
+//! `logits_topk` mirrors these functions, and `reference` builds its oracle from them.
+
+use serde::{Deserialize, Serialize};
+
+/// One next-token candidate of a row.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Candidate {
+    /// Token id.
+    pub token: u32,
+    /// Log-probability after the repetition penalty, ≤ 0.
+    pub logprob: f32,
+}
+
+/// One row to score at a decoder step.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StepRow<'a> {
+    /// The row of the previous step this one extends (its KV-cache history). 0 at
+    /// step 0, where there is no previous step.
+    pub parent: usize,
+    /// The decoder input: the last generated token, or BOS at step 0.
+    pub last_token: u32,
+    /// Every token generated so far (no BOS); its last `repetition_window` tokens are
+    /// penalized.
+    pub history: &'a [u32],
+}
+
+/// What the search asks of the model at one decoder step.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StepRequest<'a> {
+    /// The decoder step, from 0; every row has `step` generated tokens.
+    pub step: usize,
+    /// Candidates wanted per row.
+    pub k: usize,
+    /// Passed to [`apply_repetition_penalty`].
+    pub repetition_penalty: f32,
+    /// Passed to [`apply_repetition_penalty`].
+    pub repetition_window: usize,
+    /// The rows to score, in the order the answer must follow.
+    pub rows: Vec<StepRow<'a>>,
+}
+
+/// A decoder that scores one step for several rows: the interface between the search and an
+/// engine.
+pub trait StepModel {
+    /// What can go wrong inside the model.
+    type Error: std::error::Error + 'static;
+
+    /// The token fed at step 0.
+    fn bos(&self) -> u32;
+
+    /// The token that ends a hypothesis.
+    fn eos(&self) -> u32;
+
+    /// The longest target the model supports (its positional table), in generated tokens.
+    fn max_len_cap(&self) -> usize;
+
+    /// Scores `request.rows`: one list per row, in order, of at most `request.k` distinct
+    /// tokens (exactly `k` unless the vocabulary is smaller) with their log-probabilities after
+    /// [`apply_repetition_penalty`], sorted by descending log-prob, ties by ascending token id
+    /// (as [`top_k`]).
+    /// Async so the GPU engine can await its readback in the browser as natively.
+    fn step(
+        &mut self,
+        request: &StepRequest<'_>,
+    ) -> impl Future<Output = Result<Vec<Vec<Candidate>>, Self::Error>>;
+}
+
+/// Replaces `logits` by their log-softmax, in place.
+///
+/// All `-inf` (or any NaN) input gives NaN output, which the search rejects.
+pub fn log_softmax(logits: &mut [f32]) {
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let sum: f32 = logits.iter().map(|&x| (x - max).exp()).sum();
+    let log_sum = max + sum.ln();
+    for x in logits {
+        *x -= log_sum;
+    }
+}
+
+/// The repetition penalty, exactly as every model must apply it (the GPU kernel mirrors this).
+///
+/// Every distinct token among the last `window` entries of `history` (the generated tokens,
+/// no BOS) has its log-prob multiplied by `penalty`, once, however often it occurs. Log-probs
+/// are ≤ 0, so a penalty above 1 lowers them; a log-prob of 0 (a certain token) or `-inf` is
+/// unchanged. `penalty == 1` or `window == 0` does nothing; tokens outside `logprobs` are
+/// ignored. The result is no longer normalized, and is not meant to be.
+pub fn apply_repetition_penalty(
+    logprobs: &mut [f32],
+    history: &[u32],
+    penalty: f32,
+    window: usize,
+) {
+    if penalty == 1.0 || window == 0 {
+        return;
+    }
+    let mut recent = history[history.len().saturating_sub(window)..].to_vec();
+    recent.sort_unstable();
+    recent.dedup();
+    for token in recent {
+        if let Some(lp) = logprobs.get_mut(token as usize) {
+            *lp *= penalty;
+        }
+    }
+}
+
+/// The `k` best entries of `logprobs` (token id = index), by descending log-prob, ties by
+/// ascending token id. Returns `min(k, logprobs.len())` candidates.
+pub fn top_k(logprobs: &[f32], k: usize) -> Vec<Candidate> {
+    let order = |a: &usize, b: &usize| logprobs[*b].total_cmp(&logprobs[*a]).then(a.cmp(b));
+    let mut ids: Vec<usize> = (0..logprobs.len()).collect();
+    if k == 0 {
+        return Vec::new();
+    }
+    if k < ids.len() {
+        ids.select_nth_unstable_by(k - 1, order);
+        ids.truncate(k);
+    }
+    ids.sort_unstable_by(order);
+    ids.into_iter()
+        .map(|i| Candidate {
+            token: i as u32,
+            logprob: logprobs[i],
+        })
+        .collect()
+}
