@@ -8,6 +8,7 @@
 use clap::{Parser, ValueEnum};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use webnmt::cli::{CliResult, run_main};
 use webnmt::train::devices::parse_devices;
 use webnmt::train::precision::Precision;
 use webnmt::train::run::{RunConfig, export_only, prepare_data, run};
@@ -133,18 +134,12 @@ struct Args {
 fn main() -> ExitCode {
     keep_freed_memory();
     let args = Args::parse();
-    match train(args) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("error: {message}");
-            ExitCode::FAILURE
-        }
-    }
+    run_main(|| train(args))
 }
 
-fn train(args: Args) -> Result<(), String> {
-    let mut config = RunConfig::load(&args.config).map_err(|e| e.to_string())?;
-    let cwd = std::env::current_dir().map_err(|e| e.to_string())?;
+fn train(args: Args) -> CliResult {
+    let mut config = RunConfig::load(&args.config)?;
+    let cwd = std::env::current_dir()?;
     if let Some(dir) = args.run_dir {
         config.run_dir = cwd.join(dir);
     }
@@ -185,20 +180,17 @@ fn train(args: Args) -> Result<(), String> {
     sampling.validate()?;
     set(&mut config.clean.max_chars, args.max_chars);
     config.clean.max_ratio = args.max_ratio.unwrap_or(config.clean.max_ratio);
-    config.clean.validate().map_err(|e| e.to_string())?;
+    config.clean.validate()?;
     let t = &mut config.training;
     if let Some(dir) = args.init_from {
         t.init_from = Some(cwd.join(dir));
     }
-    config
-        .model
-        .resolve(1000, 1000)
-        .map_err(|e| e.to_string())?;
-    t.validate().map_err(|e| e.to_string())?;
-    config.batch.validate().map_err(|e| e.to_string())?;
+    config.model.resolve(1000, 1000)?;
+    t.validate()?;
+    config.batch.validate()?;
 
     if args.split_only {
-        prepare_data(&config).map_err(|e| e.to_string())?;
+        prepare_data(&config)?;
         eprintln!("data split written to {}", config.run_dir.display());
         return Ok(());
     }
@@ -214,14 +206,14 @@ fn train(args: Args) -> Result<(), String> {
         None => vec![pick_device(args.device)],
     };
     if args.export_only {
-        export_only(&config, &devices[0]).map_err(|e| e.to_string())?;
+        export_only(&config, &devices[0])?;
         eprintln!(
             "bundle written to {}",
             config.run_dir.join("bundle").display()
         );
         return Ok(());
     }
-    let summary = run(&config, &devices, args.resume).map_err(|e| e.to_string())?;
+    let summary = run(&config, &devices, args.resume)?;
     let s = &summary.state;
     if devices.len() > 1 {
         let counts: Vec<String> = devices
