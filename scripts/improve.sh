@@ -65,7 +65,14 @@ score() { # score BUNDLE NAME -> prints dev BLEU
   jq -r '.report.bleu.score' "$out/$2.json"
 }
 echo "==> dev BLEU, default decoding"
-old=$(score "$shipped" shipped)
+# The shipped model's score is kept beside its hash: scored once per shipped model.
+sha=$(cat "$shipped"/*.json "$shipped"/model.safetensors | sha256sum | cut -d' ' -f1)
+if [ -f "$out/shipped.json" ] && [ "$(cat "$out/shipped.sha" 2>/dev/null)" = "$sha" ]; then
+  old=$(jq -r '.report.bleu.score' "$out/shipped.json")
+else
+  old=$(score "$shipped" shipped)
+  echo "$sha" >"$out/shipped.sha"
+fi
 new=$(score "$run_dir/bundle" candidate)
 echo "shipped $old, candidate $new (needs +$min_gain)"
 if awk -v n="$new" -v o="$old" -v g="$min_gain" 'BEGIN { exit !(n >= o + g) }'; then
