@@ -190,6 +190,13 @@ pub fn default_options() -> Result<JsValue, JsValue> {
         .map_err(|e| error("options", e))
 }
 
+/// The sentence the page shows when this browser has no WebGPU (which browsers and settings
+/// have it): the one text of that message, for the worker to send without opening a GPU.
+#[wasm_bindgen(js_name = noWebgpuMessage)]
+pub fn no_webgpu_message() -> String {
+    GpuError::WebGpuUnavailable.to_string()
+}
+
 /// Opens WebGPU and runs every kernel check: `{ adapter, checks, passed }`.
 #[wasm_bindgen(js_name = selfCheck)]
 pub async fn self_check() -> Result<JsValue, JsValue> {

@@ -45,11 +45,6 @@ const OPTION_FIELDS = {
 /** The page shows this many translations per sentence unless the beam is smaller. */
 const PAGE_N_BEST = 4;
 
-const NO_WEBGPU_FALLBACK =
-  'WebGPU is not available in this browser. Use a recent Chrome or Edge (version 113 or later), ' +
-  'Firefox 141 or later on Windows, or Safari 26 or later on macOS; on Linux, Chrome needs ' +
-  'chrome://flags/#enable-unsafe-webgpu enabled. Hardware acceleration must be on.';
-
 const state = {
   worker: null,
   defaults: null, // TranslateOptions from the wasm side
@@ -249,7 +244,7 @@ function onLoadError(error) {
   state.ready = false;
   ui.translate.disabled = true;
   if (error.kind === 'no-webgpu') {
-    setStatus(ui.modelStatus, 'no-webgpu', error.message || NO_WEBGPU_FALLBACK);
+    setStatus(ui.modelStatus, 'no-webgpu', error.message);
     ui.retry.hidden = true;
     ui.progressText.textContent = 'Not downloaded: this browser cannot run the model.';
     return;

@@ -10,7 +10,7 @@
 // - activate: deletes the caches of older versions. Bump VERSION when the shell changes.
 const VERSION = 'v1';
 const SHELL_CACHE = `webnmt-shell-${VERSION}`;
-/** Written by worker.js (keep the names in step). */
+/** Written by worker.js under the same name (tests/browser/names.test.mjs checks it). */
 const MODEL_CACHE = 'webnmt-models-v1';
 const SHELL = [
   './',

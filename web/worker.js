@@ -17,7 +17,7 @@
 // Error kinds: no-webgpu, integrity, bundle, options, gpu, tokenizer, search, internal, cancelled
 // (from the wasm side), and network, internal (from here). The page restarts this worker only
 // for gpu.
-import init, { Translator, defaultOptions, selfCheck } from './webnmt.js';
+import init, { Translator, defaultOptions, noWebgpuMessage, selfCheck } from './webnmt.js';
 
 /** Cache API store of verified model files; sw.js serves model requests from it too. */
 const MODEL_CACHE = 'webnmt-models-v1';
@@ -53,15 +53,9 @@ async function webgpuAvailable() {
   }
 }
 
-/** The wasm side's no-WebGPU error (its sentence says which browsers and settings work). */
-async function noWebgpuError() {
-  try {
-    await selfCheck();
-  } catch (e) {
-    const error = toError(e);
-    if (error.kind === 'no-webgpu') return error;
-  }
-  return { kind: 'no-webgpu', message: 'WebGPU is not available in this browser.' };
+/** The no-WebGPU error; its sentence (from the wasm side) says which browsers and settings work. */
+function noWebgpuError() {
+  return { kind: 'no-webgpu', message: noWebgpuMessage() };
 }
 
 /** Fetches `url` as JSON, or throws a `network` error naming it. */
@@ -130,7 +124,7 @@ let loadedModel = null;
 async function load(id) {
   await ready;
   if (!(await webgpuAvailable())) {
-    self.postMessage({ type: 'load-error', model: id, error: await noWebgpuError() });
+    self.postMessage({ type: 'load-error', model: id, error: noWebgpuError() });
     return;
   }
   const indexUrl = new URL('models/index.json', self.location.href);

@@ -449,7 +449,8 @@ async fn run(args: Args) -> CliResult {
     let gpu = Gpu::new().await?;
     let adapter = gpu.adapter().name.clone();
     eprintln!("{} lines; our engine on {adapter}", lines.len());
-    let engine = Engine::new(gpu, Bundle::from_dir(&args.model)?).await?;
+    // The burn rows use the same bundle: read and verified once.
+    let engine = Engine::new(gpu, bundle.clone()).await?;
     // Warm-up: pipelines are compiled at load; one sentence fills caches of the driver.
     if let Some(first) = lines.first() {
         translate(&engine, first, &TranslateOptions::default(), &|| false).await?;

@@ -181,6 +181,7 @@ impl Specs {
 }
 
 /// A validated bundle: the manifest, both tokenizers and the raw safetensors bytes.
+#[derive(Clone)]
 pub struct Bundle {
     pub manifest: Manifest,
     pub source_tokenizer: Tokenizer,
