@@ -4,12 +4,14 @@
 #
 # Here (no GPU needed), once per change of code or data:
 #   scripts/gpu_train.sh prepare [PAIR]
-#     builds `train` (release), strips it and packs it with the pair's corpus, the Vulkan loader
-#     packages and the shipped bundle into gpu/ (ignored by git; it travels with `carry`).
+#     builds `train` (release), strips and compresses it and packs it with the pair's corpus
+#     and the Vulkan loader package into gpu/ (ignored by git; it travels with `carry`; the
+#     shipped bundle travels as a tracked file).
 # On the device machine (the `run` tool: carry ["gpu"], timeout_s 600):
 #   scripts/gpu_train.sh train [PAIR] [MINUTES]          (default ko-en 8)
 #     1. probes each setting for PROBE_STEPS optimizer steps (default 40): batch sizes
-#        PROBE_TOKENS (default "8192 16384 32768 65536" padded tokens) in f32 and f16, and
+#        PROBE_TOKENS (default "8192 16384 32768 65536" padded tokens) in PRECISIONS (default
+#        "f32 f16"; DEVICE=cpu with PRECISIONS=f32 rehearses the script without a GPU), and
 #        reads the target tokens/s of the steps after the first window from metrics.csv;
 #     2. trains for the rest of MINUTES with the fastest setting, starting from the shipped
 #        bundle's weights (a checkpoint with its Adam state is ~165 MB for ko-en `small`, over
@@ -36,12 +38,13 @@ pack=gpu
 case "$cmd" in
 prepare)
   cargo build --locked --release --features train --bin train
-  rm -rf "$pack" && mkdir -p "$pack/data/$pair" "$pack/gl" "$pack/bundle"
+  rm -rf "$pack" && mkdir -p "$pack/data/$pair" "$pack/gl"
   grep -qx '/gpu/' .git/info/exclude 2>/dev/null || echo '/gpu/' >>.git/info/exclude
+  # Stripped and compressed: the working tree and the carried paths travel within 64 MiB.
   strip -o "$pack/train" target/release/train
+  xz -T0 -6 "$pack/train"
   cp ../shared/data/"$pair"/* "$pack/data/$pair/"
   xz -T0 -6 "$pack/data/$pair"/train.*
-  cp web/models/"$pair"/* "$pack/bundle/"
   o='-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64'
   mkdir -p /tmp/amd64/partial
   # shellcheck disable=SC2086
@@ -62,15 +65,21 @@ train)
     export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
   fi
   nvidia-smi --query-gpu=name,memory.total --format=csv || true
-  # The config reads ../../shared/data/PAIR relative to configs/: lay the corpus out there.
-  mkdir -p ../shared/data/"$pair"
-  for f in "$pack/data/$pair"/*; do
-    case "$f" in
-    *.xz) xz -dc "$f" >"../shared/data/$pair/$(basename "${f%.xz}")" ;;
-    *) cp "$f" "../shared/data/$pair/" ;;
-    esac
-  done
-  train="$pack/train"
+  # The config reads ../../shared/data/PAIR relative to configs/: lay the corpus out there
+  # (the device machine has no ../shared; a machine that has one keeps it as it is).
+  if [ ! -f "../shared/data/$pair/train.$src_lang" ]; then
+    mkdir -p ../shared/data/"$pair"
+    for f in "$pack/data/$pair"/*; do
+      case "$f" in
+      *.xz) xz -dc "$f" >"../shared/data/$pair/$(basename "${f%.xz}")" ;;
+      *) cp "$f" "../shared/data/$pair/" ;;
+      esac
+    done
+  fi
+  train=/tmp/webnmt-train
+  xz -dc "$pack/train.xz" >"$train"
+  chmod +x "$train"
+  bundle="web/models/$pair"
   config="configs/$pair-gpu.toml"
   base_lr=$(grep -E '^lr_factor' "$config" | head -1 | sed 's/.*= *//')
   base_warmup=$(grep -E '^warmup_steps' "$config" | head -1 | sed 's/.*= *//')
@@ -80,14 +89,14 @@ train)
   }
   echo "precision tokens target_tok_per_s" >"$out/probe.txt"
   best="" best_rate=0
-  for precision in f32 f16; do
+  for precision in ${PRECISIONS:-f32 f16}; do
     for tokens in ${PROBE_TOKENS:-8192 16384 32768 65536}; do
       read -r lr warmup < <(scaled "$tokens")
       dir="$work/probe-$precision-$tokens"
       rm -rf "$dir"
-      if "$train" --config "$config" --device gpu --run-dir "$dir" --init-from "$pack/bundle" \
+      if "$train" --config "$config" --device "${DEVICE:-gpu}" --run-dir "$dir" --init-from "$bundle" \
         --precision "$precision" --max-tokens "$tokens" --accum-steps 1 --lr-factor "$lr" \
-        --warmup-steps "$warmup" --max-steps "${PROBE_STEPS:-40}" --eval-every 100000 \
+        --warmup-steps "$warmup" --max-steps "${PROBE_STEPS:-40}" --eval-every 100000 --log-every "${PROBE_LOG:-10}" \
         >"$dir.log" 2>&1; then
         # metrics.csv: the rows after the first (shader compilation, autotuning) window.
         rate=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "tokens_per_sec") c = i; next }
@@ -107,7 +116,7 @@ train)
   echo "fastest: $precision, $tokens tokens/batch ($best_rate target tokens/s); training $left minutes with lr factor $lr, warm-up $warmup"
   run="$work/run"
   rm -rf "$run"
-  "$train" --config "$config" --device gpu --run-dir "$run" --init-from "$pack/bundle" --resume \
+  "$train" --config "$config" --device "${DEVICE:-gpu}" --run-dir "$run" --init-from "$bundle" --resume \
     --precision "$precision" --max-tokens "$tokens" --accum-steps 1 --lr-factor "$lr" \
     --warmup-steps "$warmup" --max-minutes "$left" --eval-every 500
   newest=$(ls -d "$run"/checkpoints/*/ | sort -V | tail -1)
@@ -136,6 +145,12 @@ unpack)
   dest="${WEBNMT_RUNS:-$HOME/webnmt-runs}/$pair-gpu"
   mkdir -p "$dest"
   cat "$dir"/run.tar.* | tar xf - -C "$dest"
+  # best/ stays on the machine (55 MB more to fetch); the newest checkpoint's weights stand in
+  # for it, so a resumed run can export even before it beats the recorded best loss.
+  if [ ! -f "$dest/best/model.bpk" ]; then
+    mkdir -p "$dest/best"
+    cp "$(ls -d "$dest"/checkpoints/*/ | sort | tail -1)model.bpk" "$dest/best/model.bpk"
+  fi
   echo "unpacked into $dest: $(ls "$dest")"
   ;;
 *)

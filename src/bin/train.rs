@@ -112,6 +112,9 @@ struct Args {
     /// (checkpoint averaging; at most keep_checkpoints, default 3). Works with --export-only.
     #[arg(long)]
     average_checkpoints: Option<usize>,
+    /// Override the interval of training-loss rows in metrics.csv, in steps (default 50).
+    #[arg(long)]
+    log_every: Option<usize>,
     /// Override the validation / checkpoint interval in steps (default 1000).
     #[arg(long)]
     eval_every: Option<usize>,
@@ -153,6 +156,7 @@ fn train(args: Args) -> CliResult {
     set(&mut t.accum_steps, args.accum_steps);
     set(&mut t.warmup_steps, args.warmup_steps);
     set(&mut t.eval_every, args.eval_every);
+    set(&mut t.log_every, args.log_every);
     set(&mut t.patience, args.patience);
     set(&mut config.batch.max_tokens, args.max_tokens);
     t.max_minutes = args.max_minutes.unwrap_or(t.max_minutes);
