@@ -1,6 +1,8 @@
-//! What the command-line tools share: the decoding flags of `translate` and `evaluate`, and
-//! how a tool reports an error ([`run_main`]).
+//! What the command-line tools share: the decoding flags of `translate` and `evaluate`, the
+//! engine choice ([`EngineArgs`]: `--engine gpu|cpu`, `--threads`), and how a tool reports an
+//! error ([`run_main`]).
 
+use crate::cpu::CpuOptions;
 use crate::search::SearchOptions;
 use std::error::Error;
 use std::process::ExitCode;
@@ -94,6 +96,37 @@ impl SearchArgs {
         o.max_len_a = self.max_len_a.unwrap_or(o.max_len_a);
         o.max_len_b = self.max_len_b.unwrap_or(o.max_len_b);
         o
+    }
+}
+
+/// Which engine translates.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum EngineKind {
+    /// The WebGPU engine (wgpu: Vulkan, Metal, DX12).
+    #[default]
+    Gpu,
+    /// The int8 CPU engine (AVX2 where the CPU has it).
+    Cpu,
+}
+
+/// The engine flags of `translate` and `evaluate`.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct EngineArgs {
+    /// The engine: `gpu` (WebGPU) or `cpu` (int8 SIMD on the CPU).
+    #[arg(long, value_enum, default_value_t)]
+    pub engine: EngineKind,
+    /// With --engine cpu: threads for the large matrix products [default: 1].
+    #[arg(long)]
+    pub threads: Option<usize>,
+}
+
+impl EngineArgs {
+    /// The CPU engine's options these flags describe.
+    pub fn cpu_options(&self) -> CpuOptions {
+        CpuOptions {
+            threads: self.threads.unwrap_or(1).max(1),
+            ..CpuOptions::default()
+        }
     }
 }
 

@@ -12,6 +12,8 @@
 //! - [`selfcheck`]: runs every kernel against its reference on seeded inputs (native tests and
 //!   the page both use it);
 //! - [`infer`]: the GPU engine (encoder pass, decoder step, teacher-forced pass);
+//! - [`cpu`]: the CPU engine over the same bundle (int8 weights in memory, SIMD int8 matrix
+//!   products, KV cache), for machines and browsers without WebGPU;
 //! - [`translate`]: text in → text out for every engine (sentences, chunks, encoder batches,
 //!   n-best lists, heatmaps, timings) over a [`translate::TranslationEngine`];
 //! - [`search`]: beam search (diverse groups, length and repetition penalties) over a
@@ -25,6 +27,7 @@
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod config;
+pub mod cpu;
 #[cfg(feature = "train")]
 pub mod data;
 pub mod eval;

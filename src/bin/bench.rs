@@ -1,6 +1,7 @@
 //! `bench`: our GPU engine beside its peers on the same weights and sentences, in one run.
 //!
-//! Rows: the engine natively (greedy, beam 4, beam 8), the burn model on burn's flex CPU backend
+//! Rows: the engine natively (greedy, beam 4, beam 8), our int8 CPU engine on 1 and 2 threads
+//! (greedy, beam 4; `--skip-cpu` leaves them out), the burn model on burn's flex CPU backend
 //! (greedy), optionally the burn model on burn-wgpu on the same adapter as the engine (greedy;
 //! `--burn-wgpu`, its shader compilation is excluded from the timing: one untimed warm-up sentence
 //! first) and optionally CTranslate2 int8 on the CPU (`--ctranslate2`, via
@@ -23,11 +24,12 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use webnmt::cli::{CliResult, run_main};
+use webnmt::cpu::{CpuEngine, CpuOptions};
 use webnmt::gpu::{Gpu, GpuCounts};
 use webnmt::infer::Engine;
 use webnmt::model::{BurnEngine, Transformer};
 use webnmt::search::SearchOptions;
-use webnmt::translate::{TranslateOptions, now_ms, translate};
+use webnmt::translate::{TranslateOptions, TranslationEngine, now_ms, translate};
 use webnmt::weights::Bundle;
 
 /// Benchmark the GPU engine against burn (flex CPU, wgpu), CTranslate2 and our page in
@@ -47,6 +49,9 @@ struct Args {
     /// Also run the burn model on burn-wgpu (slow to compile shaders on lavapipe).
     #[arg(long)]
     burn_wgpu: bool,
+    /// Skip the rows of our int8 CPU engine.
+    #[arg(long)]
+    skip_cpu: bool,
     /// Skip the burn flex row.
     #[arg(long)]
     skip_burn_flex: bool,
@@ -149,8 +154,8 @@ fn settings() -> [(&'static str, SearchOptions); 3] {
     ]
 }
 
-async fn engine_row(
-    engine: &Engine,
+async fn engine_row<E: TranslationEngine>(
+    engine: &E,
     lines: &[String],
     name: &str,
     search: SearchOptions,
@@ -471,6 +476,26 @@ async fn run(args: Args) -> CliResult {
         let name = format!("ours, {label}");
         eprintln!("{name} …");
         rows.push(engine_row(&engine, &lines, &name, search).await?);
+    }
+    if !args.skip_cpu {
+        for threads in [1, 2] {
+            let options = CpuOptions {
+                threads,
+                ..CpuOptions::default()
+            };
+            let cpu = CpuEngine::with_options(bundle.clone(), options)?;
+            let plural = if threads == 1 { "" } else { "s" };
+            for (label, search) in settings[..2].iter().cloned() {
+                let name = format!("ours CPU int8, {threads} thread{plural}, {label}");
+                eprintln!("{name} ({}) …", webnmt::cpu::matmul::simd_name());
+                rows.push(Row {
+                    dispatches_per_step: None,
+                    submits_per_step: None,
+                    bytes_read_per_step: None,
+                    ..engine_row(&cpu, &lines, &name, search).await?
+                });
+            }
+        }
     }
     if !args.skip_burn_flex {
         eprintln!("burn flex (CPU), greedy …");

@@ -3,14 +3,16 @@
 //! implementation's error analysis (repetitions, number mismatches, unknown tokens, length
 //! ratio).
 //!
-//! Either translates a test set first (`--model` with the GPU engine; `--checkpoint` with the
-//! fp32 burn weights of a run, for the int8-vs-fp32 comparison) or scores existing
-//! translations (`--hyp`).
+//! Either translates a test set first (`--model` with the GPU engine, or with the int8 CPU
+//! engine with `--engine cpu`; `--cpu`: the bundle's weights in the burn model on the CPU;
+//! `--checkpoint` with the fp32 burn weights of a run, for the int8-vs-fp32 comparison) or
+//! scores existing translations (`--hyp`).
 
 use clap::Parser;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use webnmt::cli::{CliResult, SearchArgs, run_main};
+use webnmt::cli::{CliResult, EngineArgs, EngineKind, SearchArgs, run_main};
+use webnmt::cpu::CpuEngine;
 use webnmt::eval::{self, EvalReport};
 use webnmt::gpu::Gpu;
 use webnmt::infer::Engine;
@@ -30,7 +32,7 @@ struct Args {
     /// Existing translations to score (instead of translating --src).
     #[arg(long, conflicts_with = "model")]
     hyp: Option<PathBuf>,
-    /// A model bundle: translate --src with the GPU engine.
+    /// A model bundle: translate --src with the engine of --engine (GPU by default).
     #[arg(long)]
     model: Option<PathBuf>,
     /// With --model: translate with the fp32 burn weights of this checkpoint (`best/model.bpk`
@@ -39,9 +41,12 @@ struct Args {
     checkpoint: Option<PathBuf>,
     /// With --model: translate with the bundle's int8 weights dequantized into the burn model on
     /// the CPU (flex): the GPU engine's numbers up to float rounding (the engine tests check
-    /// that), many times faster than the engine on a CPU-emulated GPU such as lavapipe.
+    /// that), many times faster than the engine on a CPU-emulated GPU such as lavapipe. Not the
+    /// int8 CPU engine: that is `--engine cpu`.
     #[arg(long, requires = "model", conflicts_with = "checkpoint")]
     cpu: bool,
+    #[command(flatten)]
+    engine: EngineArgs,
     #[command(flatten)]
     search: SearchArgs,
     /// Only the first N lines.
@@ -102,7 +107,10 @@ async fn run(args: Args) -> CliResult {
                     burn_cpu(bundle, None, sources, &options).await?,
                     "burn with the int8 bundle weights (CPU)".into(),
                 ),
-                (None, false) => gpu_int8(bundle, sources, &options).await?,
+                (None, false) => match args.engine.engine {
+                    EngineKind::Gpu => gpu_int8(bundle, sources, &options).await?,
+                    EngineKind::Cpu => cpu_int8(bundle, &args.engine, sources, &options).await?,
+                },
             }
         }
         _ => return Err("give --hyp FILE, or --model DIR with --src FILE".into()),
@@ -153,6 +161,31 @@ async fn gpu_int8(
     let gpu = Gpu::new().await?;
     let name = format!("GPU engine int8 on {}", gpu.adapter().name);
     let engine = Engine::new(gpu, bundle).await?;
+    let mut hyps = Vec::with_capacity(sources.len());
+    for (i, line) in sources.iter().enumerate() {
+        let t = translate(&engine, line, options, &|| false)
+            .await
+            .map_err(|e| format!("line {}: {e}", i + 1))?;
+        hyps.push(t.text);
+        progress(i + 1, sources.len());
+    }
+    Ok((hyps, name))
+}
+
+async fn cpu_int8(
+    bundle: Bundle,
+    engine: &EngineArgs,
+    sources: &[String],
+    options: &TranslateOptions,
+) -> CliResult<(Vec<String>, String)> {
+    let cpu = engine.cpu_options();
+    let name = format!(
+        "CPU engine int8 ({:?} products, {}, {} thread(s))",
+        cpu.matmul,
+        webnmt::cpu::matmul::simd_name(),
+        cpu.threads
+    );
+    let engine = CpuEngine::with_options(bundle, cpu)?;
     let mut hyps = Vec::with_capacity(sources.len());
     for (i, line) in sources.iter().enumerate() {
         let t = translate(&engine, line, options, &|| false)

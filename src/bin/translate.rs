@@ -1,5 +1,6 @@
 //! `translate`: translates stdin line by line with the GPU engine (wgpu: Vulkan, Metal, DX12;
-//! lavapipe on a machine without a GPU). One line in, one line out, always: an empty line gives
+//! lavapipe on a machine without a GPU) or, with `--engine cpu` or when no GPU adapter is found,
+//! with the int8 CPU engine. One line in, one line out, always: an empty line gives
 //! an empty line. Decoding defaults are the reference implementation's (beam 8 in 4 diverse
 //! groups, diversity 0.5, length penalty 0.6, repetition penalty 1.5 over 30 tokens).
 
@@ -7,19 +8,22 @@ use clap::Parser;
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use webnmt::cli::{CliResult, SearchArgs, run_main};
+use webnmt::cli::{CliResult, EngineArgs, EngineKind, SearchArgs, run_main};
+use webnmt::cpu::CpuEngine;
 use webnmt::gpu::Gpu;
 use webnmt::infer::Engine;
-use webnmt::translate::{TranslateOptions, Translation, translate};
+use webnmt::translate::{TranslateOptions, Translation, TranslationEngine, translate};
 use webnmt::weights::Bundle;
 
-/// Translate text from stdin with a webnmt model bundle on the GPU.
+/// Translate text from stdin with a webnmt model bundle on the GPU (or the CPU).
 #[derive(Parser, Debug)]
 #[command(version, about)]
 struct Args {
     /// The model bundle directory (manifest.json, model.safetensors, tokenizers).
     #[arg(long)]
     model: PathBuf,
+    #[command(flatten)]
+    engine: EngineArgs,
     #[command(flatten)]
     search: SearchArgs,
     /// One JSON object per line: n-best with scores, sentences, timings.
@@ -40,15 +44,40 @@ async fn run(args: Args) -> CliResult {
         attention: args.attention,
     };
     let bundle = Bundle::from_dir(&args.model)?;
-    let gpu = Gpu::new().await?;
-    let adapter = gpu.adapter().clone();
-    let engine = Engine::new(gpu, bundle).await?;
+    if args.engine.engine == EngineKind::Gpu {
+        match Gpu::new().await {
+            Ok(gpu) => {
+                let adapter = gpu.adapter().clone();
+                let engine = Engine::new(gpu, bundle).await?;
+                engine.check_options(&options.search)?;
+                eprintln!(
+                    "model loaded in {:.0} ms on {} ({}, {})",
+                    engine.load_ms, adapter.name, adapter.backend, adapter.device_type
+                );
+                return translate_stdin(&engine, &options, args.json).await;
+            }
+            Err(e) => eprintln!("note: no GPU ({e}); translating on the CPU instead"),
+        }
+    }
+    let cpu = args.engine.cpu_options();
+    let engine = CpuEngine::with_options(bundle, cpu)?;
     engine.check_options(&options.search)?;
     eprintln!(
-        "model loaded in {:.0} ms on {} ({}, {})",
-        engine.load_ms, adapter.name, adapter.backend, adapter.device_type
+        "model loaded in {:.0} ms on the CPU (int8, {:?} products, {} kernels, {} thread(s))",
+        engine.load_ms,
+        cpu.matmul,
+        webnmt::cpu::matmul::simd_name(),
+        cpu.threads
     );
+    translate_stdin(&engine, &options, args.json).await
+}
 
+/// Translates stdin to stdout line by line with `engine`, then prints the summary on stderr.
+async fn translate_stdin<E: TranslationEngine>(
+    engine: &E,
+    options: &TranslateOptions,
+    json: bool,
+) -> CliResult {
     let stdin = std::io::stdin().lock();
     let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
     let mut total = Summary::default();
@@ -62,11 +91,11 @@ async fn run(args: Args) -> CliResult {
             )
         })?;
         let line = line.strip_suffix('\r').unwrap_or(&line);
-        let translation = translate(&engine, line, &options, &|| false)
+        let translation = translate(engine, line, options, &|| false)
             .await
             .map_err(|e| format!("line {}: {e}", n + 1))?;
         total.add(&translation);
-        let out = if args.json {
+        let out = if json {
             serde_json::to_string(&translation)?
         } else {
             translation.text.replace(['\n', '\r'], " ")

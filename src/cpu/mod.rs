@@ -1,0 +1,691 @@
+//! The CPU engine: the bundle's int8 weights kept as int8 in memory (one f32 scale per output
+//! row; LayerNorm and bias vectors f32), int8 matrix products with SIMD kernels
+//! ([`matmul`]: AVX2 natively, simd128 on wasm, portable otherwise), and the same
+//! [`TranslationEngine`] contract as the GPU engine and the burn model. No burn, no wgpu: it
+//! compiles for wasm32 as it does natively.
+//!
+//! - [`CpuEngine::encode`] runs the encoder over a batch of pieces packed without padding
+//!   (`[Σ lengths, d_model]`: matrix products are row-wise, only attention needs the piece
+//!   boundaries), then projects every decoder layer's cross-attention keys and values once.
+//! - A search runs a [`CpuSession`], the [`StepModel`]: each step embeds the rows' last tokens,
+//!   runs every decoder layer and the tied output projection, then log-softmax, the repetition
+//!   penalty and top-k with the shared helpers of [`crate::search`]. The self-attention KV
+//!   cache is position-major, `[capacity, beams, 2 · d_model]` per layer, as the GPU engine's:
+//!   a step writes each row's key and value at `(t, row)` and never moves them; each row keeps
+//!   the slots of its ancestors (its parent's list + its own), so beam reordering copies no
+//!   keys, only one short list of slot indices per row.
+//! - [`CpuEngine::teacher_forced`] feeds a whole target one step at a time (the cached decoder
+//!   equals the full causal forward) and returns the logits and the last layer's
+//!   cross-attention weights: the heatmap and the tests' comparison with burn.
+
+pub mod matmul;
+pub mod ops;
+#[cfg(test)]
+mod tests;
+
+use crate::config::{BOS_ID, EOS_ID, ModelConfig};
+use crate::positions::positional_encoding;
+use crate::search::{
+    Candidate, OptionsError, SearchError, SearchOptions, SearchResult, StepModel, StepRequest,
+    apply_repetition_penalty, beam_search, log_softmax, top_k,
+};
+use crate::tokenizer::Tokenizer;
+use crate::translate::{SearchStats, TranslationEngine, now_ms};
+use crate::weights::names::{self, AttentionNames, Stack};
+use crate::weights::{Bundle, BundleError};
+pub use matmul::{MatmulKind, Q8Linear};
+
+/// Why a decoder step of the CPU engine failed: the search asked for more rows or positions
+/// than the session holds (a broken contract; the search never does).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "CPU decoder step {step} with {rows} rows; this session holds {beams} rows and {capacity} \
+     positions"
+)]
+pub struct CpuStepError {
+    pub step: usize,
+    pub rows: usize,
+    pub beams: usize,
+    pub capacity: usize,
+}
+
+/// Why the CPU engine failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CpuError {
+    /// A weight is missing or has the wrong shape in the bundle.
+    #[error(transparent)]
+    Bundle(#[from] BundleError),
+    /// Two matrices fused into one projection do not share their input size.
+    #[error("{name} has {k} input features, {first} has {first_k}: the bundle is inconsistent")]
+    Fuse {
+        name: String,
+        k: usize,
+        first: String,
+        first_k: usize,
+    },
+    /// Impossible search options.
+    #[error(transparent)]
+    Options(#[from] OptionsError),
+    /// Sources the model cannot take (the pipeline never asks for them).
+    #[error(
+        "sources must be 1..={max_seq_len} tokens long and at least one; got lengths {lengths:?}"
+    )]
+    Sources {
+        max_seq_len: usize,
+        lengths: Vec<usize>,
+    },
+    /// A piece beyond the encoded batch, or a target the decoder cannot read at once.
+    #[error(
+        "piece {i} of a batch of {batch} with a target of {target_len} tokens: the batch has \
+         pieces 0..{batch} and a target takes 1..={max_seq_len} tokens"
+    )]
+    Piece {
+        i: usize,
+        batch: usize,
+        target_len: usize,
+        max_seq_len: usize,
+    },
+    /// The search failed, or the model inside it.
+    #[error(transparent)]
+    Search(#[from] SearchError<CpuStepError>),
+    /// A step failed outside a search.
+    #[error(transparent)]
+    Step(#[from] CpuStepError),
+}
+
+/// How the engine computes: the matrix product variant and the threads of large products.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CpuOptions {
+    pub matmul: MatmulKind,
+    /// Threads for large matrix products (natively; 1 on wasm).
+    pub threads: usize,
+}
+
+impl Default for CpuOptions {
+    fn default() -> Self {
+        Self {
+            matmul: MatmulKind::default(),
+            threads: 1,
+        }
+    }
+}
+
+/// A LayerNorm's scale and shift.
+struct Norm {
+    gamma: Vec<f32>,
+    beta: Vec<f32>,
+}
+
+/// Queries, keys and values as one fused projection (`[3 · d_model, d_model]`, queries first),
+/// and the output projection.
+struct SelfAttn {
+    qkv: Q8Linear,
+    output: Q8Linear,
+}
+
+/// The query projection, keys and values fused (`[2 · d_model, d_model]`, keys first) for the
+/// encoder output, and the output projection.
+struct CrossAttn {
+    query: Q8Linear,
+    kv: Q8Linear,
+    output: Q8Linear,
+}
+
+struct EncoderLayer {
+    self_attn: SelfAttn,
+    norm1: Norm,
+    linear1: Q8Linear,
+    linear2: Q8Linear,
+    norm2: Norm,
+}
+
+struct DecoderLayer {
+    self_attn: SelfAttn,
+    norm1: Norm,
+    cross_attn: CrossAttn,
+    norm2: Norm,
+    linear1: Q8Linear,
+    linear2: Q8Linear,
+    norm3: Norm,
+}
+
+/// The encoder's output for a batch of pieces.
+pub struct CpuEncoded {
+    /// Source tokens per piece.
+    pub lengths: Vec<usize>,
+    /// First row of each piece in `cross`.
+    offsets: Vec<usize>,
+    /// Per decoder layer: the fused cross-attention keys and values `[Σ lengths, 2 · d_model]`.
+    cross: Vec<Vec<f32>>,
+}
+
+/// The loaded model: tokenizers and int8 weights in memory.
+pub struct CpuEngine {
+    config: ModelConfig,
+    options: CpuOptions,
+    source_tokenizer: Tokenizer,
+    target_tokenizer: Tokenizer,
+    /// `[src_vocab, d_model]`, no bias.
+    src_embed: Q8Linear,
+    /// `[tgt_vocab, d_model]`, zero bias: also the tied output projection.
+    tgt_embed: Q8Linear,
+    /// `[max_seq_len + 1, d_model]`.
+    positions: Vec<f32>,
+    encoder: Vec<EncoderLayer>,
+    decoder: Vec<DecoderLayer>,
+    /// Milliseconds spent converting the bundle.
+    pub load_ms: f64,
+}
+
+impl CpuEngine {
+    /// The engine over `bundle` with the default [`CpuOptions`] (one thread).
+    pub fn new(bundle: Bundle) -> Result<Self, CpuError> {
+        Self::with_options(bundle, CpuOptions::default())
+    }
+
+    /// The engine over `bundle` computing as `options` say.
+    pub fn with_options(bundle: Bundle, options: CpuOptions) -> Result<Self, CpuError> {
+        let start = now_ms();
+        let config = bundle.config().clone();
+        let stacked = |modules: &[&str]| -> Result<Q8Linear, CpuError> {
+            let first = modules[0];
+            let mut w = bundle.matrix(first)?;
+            let mut bias = bundle.vector(&names::bias(first))?;
+            for name in &modules[1..] {
+                let next = bundle.matrix(name)?;
+                if next.k != w.k {
+                    return Err(CpuError::Fuse {
+                        name: name.to_string(),
+                        k: next.k,
+                        first: first.to_string(),
+                        first_k: w.k,
+                    });
+                }
+                w.n += next.n;
+                w.packed.extend(next.packed);
+                w.scale.extend(next.scale);
+                bias.extend(bundle.vector(&names::bias(name))?);
+            }
+            Ok(Q8Linear::new(&w, &bias))
+        };
+        let linear = |module: &str| stacked(&[module]);
+        let embedding = |stack: Stack| -> Result<Q8Linear, CpuError> {
+            Ok(Q8Linear::new(
+                &bundle.matrix(&names::embedding(stack))?,
+                &[],
+            ))
+        };
+        let norm = |norm: &str| -> Result<Norm, CpuError> {
+            Ok(Norm {
+                gamma: bundle.vector(&names::gamma(norm))?,
+                beta: bundle.vector(&names::beta(norm))?,
+            })
+        };
+        let self_attn = |block: &AttentionNames| -> Result<SelfAttn, CpuError> {
+            Ok(SelfAttn {
+                qkv: stacked(&[&block.query, &block.key, &block.value])?,
+                output: linear(&block.output)?,
+            })
+        };
+        let encoder = (0..config.n_enc_layers)
+            .map(|l| {
+                let layer = names::layer(Stack::Encoder, l);
+                Ok(EncoderLayer {
+                    self_attn: self_attn(&layer.self_attn)?,
+                    norm1: norm(&layer.self_attn_norm)?,
+                    linear1: linear(&layer.ffn_linear1)?,
+                    linear2: linear(&layer.ffn_linear2)?,
+                    norm2: norm(&layer.ffn_norm)?,
+                })
+            })
+            .collect::<Result<_, CpuError>>()?;
+        let decoder = (0..config.n_dec_layers)
+            .map(|l| {
+                let layer = names::layer(Stack::Decoder, l);
+                let (cross, cross_norm) = layer
+                    .cross_attn
+                    .as_ref()
+                    .expect("decoder layers have cross-attention");
+                Ok(DecoderLayer {
+                    self_attn: self_attn(&layer.self_attn)?,
+                    norm1: norm(&layer.self_attn_norm)?,
+                    cross_attn: CrossAttn {
+                        query: linear(&cross.query)?,
+                        kv: stacked(&[&cross.key, &cross.value])?,
+                        output: linear(&cross.output)?,
+                    },
+                    norm2: norm(cross_norm)?,
+                    linear1: linear(&layer.ffn_linear1)?,
+                    linear2: linear(&layer.ffn_linear2)?,
+                    norm3: norm(&layer.ffn_norm)?,
+                })
+            })
+            .collect::<Result<_, CpuError>>()?;
+        Ok(Self {
+            positions: positional_encoding(config.max_seq_len + 1, config.d_model),
+            src_embed: embedding(Stack::Encoder)?,
+            tgt_embed: embedding(Stack::Decoder)?,
+            config,
+            options,
+            source_tokenizer: bundle.source_tokenizer,
+            target_tokenizer: bundle.target_tokenizer,
+            encoder,
+            decoder,
+            load_ms: now_ms() - start,
+        })
+    }
+
+    pub fn options(&self) -> CpuOptions {
+        self.options
+    }
+
+    /// Bytes of weights held (int8 matrices with scales and biases, f32 vectors).
+    pub fn weight_bytes(&self) -> usize {
+        let norm = |n: &Norm| 4 * (n.gamma.len() + n.beta.len());
+        let enc: usize = self
+            .encoder
+            .iter()
+            .map(|l| {
+                l.self_attn.qkv.bytes()
+                    + l.self_attn.output.bytes()
+                    + l.linear1.bytes()
+                    + l.linear2.bytes()
+                    + norm(&l.norm1)
+                    + norm(&l.norm2)
+            })
+            .sum();
+        let dec: usize = self
+            .decoder
+            .iter()
+            .map(|l| {
+                l.self_attn.qkv.bytes()
+                    + l.self_attn.output.bytes()
+                    + l.cross_attn.query.bytes()
+                    + l.cross_attn.kv.bytes()
+                    + l.cross_attn.output.bytes()
+                    + l.linear1.bytes()
+                    + l.linear2.bytes()
+                    + norm(&l.norm1)
+                    + norm(&l.norm2)
+                    + norm(&l.norm3)
+            })
+            .sum();
+        self.src_embed.bytes() + self.tgt_embed.bytes() + enc + dec
+    }
+
+    fn matmul(&self, x: &[f32], m: usize, w: &Q8Linear, relu: bool) -> Vec<f32> {
+        matmul::matmul(x, m, w, relu, self.options.matmul, self.options.threads)
+    }
+
+    fn eps(&self) -> f32 {
+        self.config.layer_norm_eps as f32
+    }
+
+    /// Runs the encoder over `sources` (token ids, no BOS/EOS; each 1..=max_seq_len long) and
+    /// projects every decoder layer's cross-attention keys and values.
+    pub fn encode_pieces(&self, sources: &[Vec<u32>]) -> Result<CpuEncoded, CpuError> {
+        let max_seq_len = self.config.max_seq_len;
+        let fits = |s: &Vec<u32>| (1..=max_seq_len).contains(&s.len());
+        if sources.is_empty() || !sources.iter().all(fits) {
+            return Err(CpuError::Sources {
+                max_seq_len,
+                lengths: sources.iter().map(Vec::len).collect(),
+            });
+        }
+        let (d, heads) = (self.config.d_model, self.config.n_heads);
+        let dh = d / heads;
+        let lengths: Vec<usize> = sources.iter().map(Vec::len).collect();
+        let offsets: Vec<usize> = lengths
+            .iter()
+            .scan(0, |acc, &l| {
+                let o = *acc;
+                *acc += l;
+                Some(o)
+            })
+            .collect();
+        let rows: usize = lengths.iter().sum();
+        let tokens: Vec<u32> = sources.concat();
+        let positions: Vec<usize> = lengths.iter().flat_map(|&l| 0..l).collect();
+        let mut x = ops::embed(&tokens, &positions, &self.src_embed, &self.positions);
+        let mut weights = vec![0.0; max_seq_len];
+        for layer in &self.encoder {
+            let qkv = self.matmul(&x, rows, &layer.self_attn.qkv, false);
+            let mut ctx = vec![0.0; rows * d];
+            for (&off, &len) in offsets.iter().zip(&lengths) {
+                for i in off..off + len {
+                    for h in 0..heads {
+                        ops::attend(
+                            &qkv[i * 3 * d + h * dh..][..dh],
+                            &qkv,
+                            len,
+                            |j| (off + j) * 3 * d,
+                            d + h * dh,
+                            2 * d + h * dh,
+                            &mut weights,
+                            &mut ctx[i * d + h * dh..][..dh],
+                        );
+                    }
+                }
+            }
+            let mut x1 = self.matmul(&ctx, rows, &layer.self_attn.output, false);
+            ops::add_layernorm(
+                &mut x1,
+                &x,
+                &layer.norm1.gamma,
+                &layer.norm1.beta,
+                self.eps(),
+            );
+            let h = self.matmul(&x1, rows, &layer.linear1, true);
+            x = self.matmul(&h, rows, &layer.linear2, false);
+            ops::add_layernorm(
+                &mut x,
+                &x1,
+                &layer.norm2.gamma,
+                &layer.norm2.beta,
+                self.eps(),
+            );
+        }
+        let cross = self
+            .decoder
+            .iter()
+            .map(|layer| self.matmul(&x, rows, &layer.cross_attn.kv, false))
+            .collect();
+        Ok(CpuEncoded {
+            lengths,
+            offsets,
+            cross,
+        })
+    }
+
+    /// Piece `i` of `encoded`, checked for a target of `target_len` tokens (`None`: a search).
+    fn check_piece(
+        &self,
+        encoded: &CpuEncoded,
+        i: usize,
+        target_len: Option<usize>,
+    ) -> Result<(), CpuError> {
+        let max_seq_len = self.config.max_seq_len;
+        let target_fits = target_len.is_none_or(|t| (1..=max_seq_len).contains(&t));
+        if i < encoded.lengths.len() && target_fits {
+            Ok(())
+        } else {
+            Err(CpuError::Piece {
+                i,
+                batch: encoded.lengths.len(),
+                target_len: target_len.unwrap_or(0),
+                max_seq_len,
+            })
+        }
+    }
+
+    /// The decoder over `target_in` (BOS first, `T` tokens) for piece `i` of `encoded`, one
+    /// cached step per token: logits `[T, tgt_vocab]` and the last layer's cross-attention
+    /// weights `[n_heads, T, source_len]`.
+    pub fn teacher_forced(
+        &self,
+        encoded: &CpuEncoded,
+        i: usize,
+        target_in: &[u32],
+    ) -> Result<(Vec<f32>, Vec<f32>), CpuError> {
+        self.check_piece(encoded, i, Some(target_in.len()))?;
+        let (t_len, s_len, heads) = (target_in.len(), encoded.lengths[i], self.config.n_heads);
+        let mut session = CpuSession::new(self, encoded, i, 1, t_len);
+        let mut logits = Vec::with_capacity(t_len * self.config.tgt_vocab_size);
+        let mut weights = vec![0.0; heads * t_len * s_len];
+        let mut step_weights = Vec::new();
+        for (t, &token) in target_in.iter().enumerate() {
+            logits.extend(session.forward(t, &[token], &[0], Some(&mut step_weights))?);
+            for h in 0..heads {
+                weights[(h * t_len + t) * s_len..][..s_len]
+                    .copy_from_slice(&step_weights[h * s_len..][..s_len]);
+            }
+        }
+        Ok((logits, weights))
+    }
+}
+
+/// One piece decoded with a KV cache: the [`StepModel`] of the CPU engine.
+pub struct CpuSession<'a> {
+    engine: &'a CpuEngine,
+    /// Per decoder layer: the piece's cross-attention keys and values `[src_len, 2 · d_model]`.
+    cross: Vec<&'a [f32]>,
+    src_len: usize,
+    /// Rows per step at most.
+    beams: usize,
+    /// Positions (steps) at most.
+    capacity: usize,
+    /// Per decoder layer: keys and values `[capacity, beams, 2 · d_model]`, position-major.
+    cache: Vec<Vec<f32>>,
+    /// Per row of the last step: the cache slot (row) of its ancestor at every position.
+    slots: Vec<Vec<usize>>,
+    /// Time inside [`StepModel::step`].
+    step_ms: f64,
+}
+
+impl<'a> CpuSession<'a> {
+    /// A session for piece `i` of `encoded` with up to `beams` rows and `capacity` steps.
+    pub fn new(
+        engine: &'a CpuEngine,
+        encoded: &'a CpuEncoded,
+        i: usize,
+        beams: usize,
+        capacity: usize,
+    ) -> Self {
+        let d = engine.config.d_model;
+        let (off, len) = (encoded.offsets[i], encoded.lengths[i]);
+        let (beams, capacity) = (beams.max(1), capacity.max(1));
+        Self {
+            engine,
+            cross: encoded
+                .cross
+                .iter()
+                .map(|kv| &kv[off * 2 * d..(off + len) * 2 * d])
+                .collect(),
+            src_len: len,
+            beams,
+            capacity,
+            cache: vec![vec![0.0; capacity * beams * 2 * d]; engine.decoder.len()],
+            slots: Vec::new(),
+            step_ms: 0.0,
+        }
+    }
+
+    /// Of `total_ms` spent searching, the part outside the model's steps.
+    pub fn bookkeeping_ms(&self, total_ms: f64) -> f64 {
+        (total_ms - self.step_ms).max(0.0)
+    }
+
+    /// One decoder step at position `t`: row `r` feeds `tokens[r]` and extends the history of
+    /// row `parents[r]` of the previous step. Returns the logits `[rows, tgt_vocab]`; with
+    /// `cross_weights`, also the last layer's cross-attention weights `[rows, n_heads, src_len]`.
+    pub fn forward(
+        &mut self,
+        t: usize,
+        tokens: &[u32],
+        parents: &[usize],
+        mut cross_weights: Option<&mut Vec<f32>>,
+    ) -> Result<Vec<f32>, CpuStepError> {
+        let rows = tokens.len();
+        if rows == 0 || rows > self.beams || t >= self.capacity {
+            return Err(CpuStepError {
+                step: t,
+                rows,
+                beams: self.beams,
+                capacity: self.capacity,
+            });
+        }
+        let e = self.engine;
+        let (d, heads) = (e.config.d_model, e.config.n_heads);
+        let dh = d / heads;
+        self.slots = parents
+            .iter()
+            .enumerate()
+            .map(|(r, &parent)| {
+                let mut slots = self.slots.get(parent).cloned().unwrap_or_default();
+                slots.truncate(t);
+                slots.push(r);
+                slots
+            })
+            .collect();
+        let mut x = ops::embed(tokens, &vec![t; rows], &e.tgt_embed, &e.positions);
+        let mut scores = vec![0.0; self.capacity.max(self.src_len)];
+        let last = e.decoder.len().saturating_sub(1);
+        if let Some(w) = cross_weights.as_deref_mut() {
+            w.clear();
+            w.resize(rows * heads * self.src_len, 0.0);
+        }
+        for (l, layer) in e.decoder.iter().enumerate() {
+            // Self-attention: this step's keys and values into the cache at (t, r).
+            let qkv = e.matmul(&x, rows, &layer.self_attn.qkv, false);
+            let cache = &mut self.cache[l];
+            for r in 0..rows {
+                cache[(t * self.beams + r) * 2 * d..][..2 * d]
+                    .copy_from_slice(&qkv[r * 3 * d + d..][..2 * d]);
+            }
+            let mut ctx = vec![0.0; rows * d];
+            for (r, slots) in self.slots.iter().enumerate() {
+                for h in 0..heads {
+                    ops::attend(
+                        &qkv[r * 3 * d + h * dh..][..dh],
+                        cache,
+                        t + 1,
+                        |j| (j * self.beams + slots[j]) * 2 * d,
+                        h * dh,
+                        d + h * dh,
+                        &mut scores,
+                        &mut ctx[r * d + h * dh..][..dh],
+                    );
+                }
+            }
+            let mut x1 = e.matmul(&ctx, rows, &layer.self_attn.output, false);
+            ops::add_layernorm(&mut x1, &x, &layer.norm1.gamma, &layer.norm1.beta, e.eps());
+            // Cross-attention over the piece's encoder output.
+            let q = e.matmul(&x1, rows, &layer.cross_attn.query, false);
+            let kv = self.cross[l];
+            for r in 0..rows {
+                for h in 0..heads {
+                    ops::attend(
+                        &q[r * d + h * dh..][..dh],
+                        kv,
+                        self.src_len,
+                        |j| j * 2 * d,
+                        h * dh,
+                        d + h * dh,
+                        &mut scores,
+                        &mut ctx[r * d + h * dh..][..dh],
+                    );
+                    if let (true, Some(w)) = (l == last, cross_weights.as_deref_mut()) {
+                        w[(r * heads + h) * self.src_len..][..self.src_len]
+                            .copy_from_slice(&scores[..self.src_len]);
+                    }
+                }
+            }
+            let mut x2 = e.matmul(&ctx, rows, &layer.cross_attn.output, false);
+            ops::add_layernorm(&mut x2, &x1, &layer.norm2.gamma, &layer.norm2.beta, e.eps());
+            let hidden = e.matmul(&x2, rows, &layer.linear1, true);
+            x = e.matmul(&hidden, rows, &layer.linear2, false);
+            ops::add_layernorm(&mut x, &x2, &layer.norm3.gamma, &layer.norm3.beta, e.eps());
+        }
+        Ok(e.matmul(&x, rows, &e.tgt_embed, false))
+    }
+}
+
+impl StepModel for CpuSession<'_> {
+    type Error = CpuStepError;
+
+    fn bos(&self) -> u32 {
+        BOS_ID
+    }
+
+    fn eos(&self) -> u32 {
+        EOS_ID
+    }
+
+    fn max_len_cap(&self) -> usize {
+        self.capacity
+    }
+
+    async fn step(
+        &mut self,
+        request: &StepRequest<'_>,
+    ) -> Result<Vec<Vec<Candidate>>, CpuStepError> {
+        let start = now_ms();
+        let tokens: Vec<u32> = request.rows.iter().map(|r| r.last_token).collect();
+        let parents: Vec<usize> = request.rows.iter().map(|r| r.parent).collect();
+        let logits = self.forward(request.step, &tokens, &parents, None)?;
+        let vocab = self.engine.config.tgt_vocab_size;
+        let candidates = logits
+            .chunks_exact(vocab)
+            .zip(&request.rows)
+            .map(|(row, r)| {
+                let mut lp = row.to_vec();
+                log_softmax(&mut lp);
+                apply_repetition_penalty(
+                    &mut lp,
+                    r.history,
+                    request.repetition_penalty,
+                    request.repetition_window,
+                );
+                top_k(&lp, request.k)
+            })
+            .collect();
+        self.step_ms += now_ms() - start;
+        Ok(candidates)
+    }
+}
+
+impl TranslationEngine for CpuEngine {
+    type Error = CpuError;
+    type Encoded = CpuEncoded;
+
+    fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    fn source_tokenizer(&self) -> &Tokenizer {
+        &self.source_tokenizer
+    }
+
+    fn target_tokenizer(&self) -> &Tokenizer {
+        &self.target_tokenizer
+    }
+
+    fn check_options(&self, options: &SearchOptions) -> Result<(), CpuError> {
+        Ok(options.validate()?)
+    }
+
+    async fn encode(&self, sources: &[Vec<u32>]) -> Result<CpuEncoded, CpuError> {
+        self.encode_pieces(sources)
+    }
+
+    async fn search(
+        &self,
+        encoded: &CpuEncoded,
+        i: usize,
+        options: &SearchOptions,
+    ) -> Result<(SearchResult, SearchStats), CpuError> {
+        self.check_piece(encoded, i, None)?;
+        let start = now_ms();
+        let src_len = encoded.lengths[i];
+        let capacity = options.max_target_len(src_len, self.config.max_seq_len);
+        let mut session = CpuSession::new(self, encoded, i, options.beam, capacity);
+        let result = beam_search(&mut session, options, src_len).await?;
+        let ms = now_ms() - start;
+        let stats = SearchStats {
+            steps: result.steps_taken(),
+            ms,
+            bookkeeping_ms: session.bookkeeping_ms(ms),
+            gpu: Default::default(),
+        };
+        Ok((result, stats))
+    }
+
+    async fn cross_attention(
+        &self,
+        encoded: &CpuEncoded,
+        i: usize,
+        target_in: &[u32],
+    ) -> Result<Vec<f32>, CpuError> {
+        Ok(self.teacher_forced(encoded, i, target_in)?.1)
+    }
+}

@@ -1,0 +1,204 @@
+//! The CPU engine's other kernels: embedding, residual + LayerNorm, softmax and attention of
+//! one query. Each mirrors a function of [`crate::reference`] (tested against it below) and
+//! computes in the same order as the burn model where that order is visible.
+
+use super::matmul::Q8Linear;
+
+/// Token embeddings × √d_model + positions: row `r` is `tokens[r]` (ids past the table read
+/// `<unk>`) at position `positions[r]`, as `reference::embed`.
+///
+/// # Shapes
+/// `tokens`, `positions`: `[rows]`; `table`: `[vocab, d_model]`; `pe`: `[max_pos, d_model]`;
+/// returns `[rows, d_model]`.
+pub fn embed(tokens: &[u32], positions: &[usize], table: &Q8Linear, pe: &[f32]) -> Vec<f32> {
+    let d = table.k;
+    let sqrt_d = (d as f32).sqrt();
+    let mut x = Vec::with_capacity(tokens.len() * d);
+    for (&token, &pos) in tokens.iter().zip(positions) {
+        let token = if (token as usize) < table.n {
+            token as usize
+        } else {
+            crate::config::UNK_ID as usize
+        };
+        let s = table.scale[token];
+        x.extend(
+            table
+                .row(token)
+                .iter()
+                .zip(&pe[pos * d..][..d])
+                .map(|(&q, p)| s * f32::from(q) * sqrt_d + p),
+        );
+    }
+    x
+}
+
+/// `x ← LayerNorm(x + residual) · gamma + beta` per row of `gamma.len()` values (biased
+/// variance, `eps` inside the square root), as `reference::add_layernorm`.
+///
+/// # Shapes
+/// `x`, `residual`: `[rows, d_model]`; `gamma`, `beta`: `[d_model]`.
+pub fn add_layernorm(x: &mut [f32], residual: &[f32], gamma: &[f32], beta: &[f32], eps: f32) {
+    let d = gamma.len();
+    for (xr, rr) in x.chunks_exact_mut(d).zip(residual.chunks_exact(d)) {
+        for (a, b) in xr.iter_mut().zip(rr) {
+            *a += b;
+        }
+        let mean = xr.iter().sum::<f32>() / d as f32;
+        let var = xr.iter().map(|a| (a - mean) * (a - mean)).sum::<f32>() / d as f32;
+        let inv_std = 1.0 / (var + eps).sqrt();
+        for ((a, g), b) in xr.iter_mut().zip(gamma).zip(beta) {
+            *a = (*a - mean) * inv_std * g + b;
+        }
+    }
+}
+
+/// `x ← softmax(x)` in place (max subtracted first).
+pub fn softmax(x: &mut [f32]) {
+    let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let mut sum = 0.0;
+    for v in x.iter_mut() {
+        *v = (*v - max).exp();
+        sum += *v;
+    }
+    for v in x.iter_mut() {
+        *v /= sum;
+    }
+}
+
+/// Attention of one query of one head over `n` keys: `softmax(q · kⱼ / √d_head) · v`.
+/// Key `j` is `kv[row(j) + k_col..][..d_head]`, its value `kv[row(j) + v_col..][..d_head]`.
+/// Writes the weights into `weights` (`[n]`) and adds nothing: `context` (`[d_head]`) is
+/// overwritten.
+#[allow(clippy::too_many_arguments)]
+pub fn attend(
+    q: &[f32],
+    kv: &[f32],
+    n: usize,
+    row: impl Fn(usize) -> usize,
+    k_col: usize,
+    v_col: usize,
+    weights: &mut [f32],
+    context: &mut [f32],
+) {
+    let dh = q.len();
+    let scale = (dh as f32).sqrt();
+    for (j, s) in weights[..n].iter_mut().enumerate() {
+        let k = &kv[row(j) + k_col..][..dh];
+        *s = q.iter().zip(k).map(|(a, b)| a * b).sum::<f32>() / scale;
+    }
+    softmax(&mut weights[..n]);
+    context.fill(0.0);
+    for (j, &p) in weights[..n].iter().enumerate() {
+        let v = &kv[row(j) + v_col..][..dh];
+        for (c, x) in context.iter_mut().zip(v) {
+            *c += p * x;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layout::{AttentionLayout, AttentionShape};
+    use crate::reference::{self, compare};
+    use crate::weights::QuantizedMatrix;
+    use rand::rngs::SmallRng;
+    use rand::{Rng, SeedableRng};
+
+    fn random(rng: &mut SmallRng, len: usize) -> Vec<f32> {
+        (0..len).map(|_| rng.random_range(-1.0..1.0)).collect()
+    }
+
+    #[test]
+    fn embed_matches_reference() {
+        let mut rng = SmallRng::seed_from_u64(1);
+        let (vocab, d) = (13, 12);
+        let table = QuantizedMatrix::quantize(&random(&mut rng, vocab * d), vocab, d).unwrap();
+        let tokens = [0, 5, 12, 40, 7, 3, 2];
+        let seq = 7;
+        let pe = crate::positions::positional_encoding(3 + seq, d);
+        let positions: Vec<usize> = (0..tokens.len()).map(|r| 3 + r % seq).collect();
+        let got = embed(&tokens, &positions, &Q8Linear::new(&table, &[]), &pe);
+        let want = reference::embed(&tokens, &table, seq, 3);
+        let c = compare(&got, &want, 1e-5, 1e-4);
+        assert!(c.passed(), "{c:?}");
+    }
+
+    #[test]
+    fn add_layernorm_matches_reference() {
+        let mut rng = SmallRng::seed_from_u64(2);
+        for (rows, d) in [(1, 4), (7, 36), (33, 256)] {
+            let x = random(&mut rng, rows * d);
+            let r = random(&mut rng, rows * d);
+            let (g, b) = (random(&mut rng, d), random(&mut rng, d));
+            let want = reference::add_layernorm(&x, &r, &g, &b, 1e-5);
+            let mut got = x.clone();
+            add_layernorm(&mut got, &r, &g, &b, 1e-5);
+            let c = compare(&got, &want, 1e-5, 1e-4);
+            assert!(c.passed(), "rows {rows} d {d}: {c:?}");
+        }
+    }
+
+    #[test]
+    fn softmax_matches_a_plain_loop() {
+        let mut x = vec![1.0, 2.0, -3.0, 1e3, 1e3 - 1.0];
+        let mut want = x.clone();
+        let max = 1e3;
+        let sum: f32 = want.iter().map(|v: &f32| (v - max).exp()).sum();
+        for v in want.iter_mut() {
+            *v = (*v - max).exp() / sum;
+        }
+        softmax(&mut x);
+        let c = compare(&x, &want, 1e-6, 1e-5);
+        assert!(c.passed(), "{c:?}");
+    }
+
+    /// Self-attention of whole sequences with padding (key_len < n_keys), through the fused
+    /// QKV layout, against `reference::attention`.
+    #[test]
+    fn attention_matches_reference() {
+        let mut rng = SmallRng::seed_from_u64(3);
+        for (batch, n, d, heads) in [(1, 1, 8, 2), (2, 7, 16, 4), (3, 33, 32, 2)] {
+            let shape = AttentionShape {
+                batch,
+                n_queries: n,
+                n_keys: n,
+                d_model: d,
+                n_heads: heads,
+                q_offset: 0,
+                causal: false,
+            };
+            let layout = AttentionLayout::fused_qkv(d, n);
+            let qkv = random(&mut rng, batch * n * 3 * d);
+            let key_len: Vec<u32> = (0..batch).map(|b| (n - b.min(n - 1)) as u32).collect();
+            let (want_ctx, want_w) =
+                reference::attention(&shape, &layout, &qkv, &qkv, &key_len, None);
+            let dh = d / heads;
+            let mut ctx = vec![0.0; batch * n * d];
+            let mut w = vec![0.0; batch * heads * n * n];
+            for b in 0..batch {
+                let len = key_len[b] as usize;
+                for i in 0..n {
+                    for h in 0..heads {
+                        let q = &qkv[(b * n + i) * 3 * d + h * dh..][..dh];
+                        let w_row = &mut w[((b * heads + h) * n + i) * n..][..n];
+                        attend(
+                            q,
+                            &qkv,
+                            len,
+                            |j| (b * n + j) * 3 * d,
+                            d + h * dh,
+                            2 * d + h * dh,
+                            w_row,
+                            &mut ctx[(b * n + i) * d + h * dh..][..dh],
+                        );
+                    }
+                }
+            }
+            let c = compare(&ctx, &want_ctx, 1e-5, 1e-4);
+            assert!(c.passed(), "context {batch}×{n}, d {d}: {c:?}");
+            let c = compare(&w, &want_w, 1e-6, 1e-4);
+            assert!(c.passed(), "weights {batch}×{n}, d {d}: {c:?}");
+        }
+    }
+}

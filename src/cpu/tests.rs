@@ -1,0 +1,152 @@
+//! The CPU matrix products against `reference::matmul_q8`, kernel by kernel, and a timing of
+//! both variants (`cargo test --release --lib cpu::tests::matmul_timing -- --ignored
+//! --nocapture`).
+
+use super::matmul::{self, MatmulKind, Q8Linear, portable, quantize_rows};
+use crate::reference::{self, compare};
+use crate::weights::QuantizedMatrix;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+fn random(rng: &mut SmallRng, len: usize) -> Vec<f32> {
+    (0..len).map(|_| rng.random_range(-1.0..1.0)).collect()
+}
+
+fn problem(
+    rng: &mut SmallRng,
+    m: usize,
+    n: usize,
+    k: usize,
+) -> (Vec<f32>, QuantizedMatrix, Vec<f32>) {
+    let x = random(rng, m * k);
+    let w = QuantizedMatrix::quantize(&random(rng, n * k), n, k).expect("k multiple of 4");
+    (x, w, random(rng, n))
+}
+
+/// Awkward sizes: one row, rows not a multiple of the tile, n not a multiple of 4, k with tails
+/// after the 8/16/32-lane bodies.
+const SHAPES: [(usize, usize, usize); 6] = [
+    (1, 1, 4),
+    (1, 7, 12),
+    (7, 33, 36),
+    (33, 5, 100),
+    (3, 64, 256),
+    (40, 130, 1024),
+];
+
+#[test]
+fn matmul_f32_matches_reference() {
+    let mut rng = SmallRng::seed_from_u64(7);
+    for (m, n, k) in SHAPES {
+        let (x, w, b) = problem(&mut rng, m, n, k);
+        for relu in [false, true] {
+            let want = reference::matmul_q8(&x, m, &w, &b, relu);
+            for threads in [1, 3] {
+                let got = matmul::matmul(
+                    &x,
+                    m,
+                    &Q8Linear::new(&w, &b),
+                    relu,
+                    MatmulKind::F32,
+                    threads,
+                );
+                let c = compare(&got, &want, 1e-4, 1e-4);
+                assert!(
+                    c.passed(),
+                    "[{m}, {n}, {k}] relu {relu} threads {threads}: {c:?}"
+                );
+            }
+        }
+    }
+}
+
+/// The int8 variant equals the reference fed the quantized activations (exact integer sums),
+/// and differs from the f32 product by no more than the activations' rounding allows:
+/// |Δy| ≤ Σ |w| · sx / 2 per output.
+#[test]
+fn matmul_int8_matches_reference_on_quantized_activations() {
+    let mut rng = SmallRng::seed_from_u64(8);
+    for (m, n, k) in SHAPES {
+        let (x, w, b) = problem(&mut rng, m, n, k);
+        let (q, sx) = quantize_rows(&x, k);
+        let xq: Vec<f32> = q
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| f32::from(v) * sx[i / k])
+            .collect();
+        let want = reference::matmul_q8(&xq, m, &w, &b, false);
+        let got = matmul::matmul(&x, m, &Q8Linear::new(&w, &b), false, MatmulKind::Int8, 2);
+        let c = compare(&got, &want, 1e-4, 1e-4);
+        assert!(c.passed(), "[{m}, {n}, {k}]: {c:?}");
+        let exact = reference::matmul_q8(&x, m, &w, &b, false);
+        let wd = w.dequantize();
+        for i in 0..m {
+            for r in 0..n {
+                let bound: f32 =
+                    wd[r * k..][..k].iter().map(|v| v.abs()).sum::<f32>() * sx[i] / 2.0;
+                let err = (got[i * n + r] - exact[i * n + r]).abs();
+                assert!(
+                    err <= bound + 1e-4,
+                    "[{i}, {r}] error {err} > bound {bound}"
+                );
+            }
+        }
+    }
+}
+
+/// The SIMD kernels (where this machine has them) equal the portable ones: exactly for int8,
+/// to rounding for f32.
+#[test]
+fn simd_kernels_match_portable_kernels() {
+    let mut rng = SmallRng::seed_from_u64(9);
+    for k in [4, 8, 12, 32, 36, 100, 256, 1024] {
+        let x = random(&mut rng, k);
+        let (xq, _) = quantize_rows(&x, k);
+        let rows: Vec<Vec<i8>> = (0..4)
+            .map(|_| (0..k).map(|_| rng.random_range(-127..=127i8)).collect())
+            .collect();
+        let w: [&[i8]; 4] = std::array::from_fn(|j| rows[j].as_slice());
+        assert_eq!(matmul::dot4_i8(&xq, w), portable::dot4_i8(&xq, w), "k {k}");
+        let (got, want) = (matmul::dot4_f32(&x, w), portable::dot4_f32(&x, w));
+        let c = compare(&got, &want, 1e-3, 1e-5);
+        assert!(c.passed(), "k {k} ({}): {c:?}", matmul::simd_name());
+    }
+}
+
+/// GFLOP/s of both variants at the decoder's and encoder's shapes of the shipped model
+/// (d_model 256, d_ff 1024, vocabulary 7820), SIMD and portable, 1 and 2 threads.
+#[test]
+#[ignore = "timing, not a test: run with --ignored --nocapture"]
+fn matmul_timing() {
+    let mut rng = SmallRng::seed_from_u64(10);
+    let shapes = [
+        ("decoder step, beam 4: FFN up", 4, 1024, 256),
+        ("decoder step, beam 4: logits", 4, 7820, 256),
+        ("decoder step, greedy: logits", 1, 7820, 256),
+        ("encoder, 30 tokens: FFN down", 30, 256, 1024),
+        ("encoder, 30 tokens: QKV", 30, 768, 256),
+    ];
+    eprintln!("kernels: {}", matmul::simd_name());
+    for (name, m, n, k) in shapes {
+        let (x, w, b) = problem(&mut rng, m, n, k);
+        let w = Q8Linear::new(&w, &b);
+        for threads in [1, 2] {
+            for kind in [MatmulKind::F32, MatmulKind::Int8] {
+                let flops = 2.0 * (m * n * k) as f64;
+                let reps = ((2e9 / flops) as usize).clamp(3, 20_000);
+                let mut y = matmul::matmul(&x, m, &w, false, kind, threads);
+                let start = std::time::Instant::now();
+                for _ in 0..reps {
+                    y = matmul::matmul(&x, m, &w, false, kind, threads);
+                }
+                let secs = start.elapsed().as_secs_f64();
+                std::hint::black_box(&y);
+                eprintln!(
+                    "{name:<32} [{m}×{k}]·[{n}×{k}]ᵀ {kind:?} {threads} thr: {:7.2} GFLOP/s, {:8.1} µs",
+                    flops * reps as f64 / secs / 1e9,
+                    secs / reps as f64 * 1e6
+                );
+            }
+        }
+    }
+}
