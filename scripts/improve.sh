@@ -21,7 +21,7 @@
 # "--warmup-steps 400 --lr-factor 0.3 --eval-every 200": a continuation's learning rate peaks at
 # about the shipped run's final one, and a checkpoint is at most ~10 CPU minutes old; keep the
 # same flags across rounds, the schedule is computed from them), SKIP_TRAIN=1 (only compare and
-# promote).
+# promote), RUN_DIR (another run's directory, e.g. an A/B arm or an unpacked GPU run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,7 +31,7 @@ runs="${WEBNMT_RUNS:-$HOME/webnmt-runs}"
 min_gain="${MIN_GAIN:-0.5}"
 config="configs/$pair.toml"
 shipped="web/models/$pair"
-run_dir="$runs/$pair"
+run_dir="${RUN_DIR:-$runs/$pair}"
 out="target/improve/$pair"
 [ -f "$config" ] || { echo "no $config: name a pair that has a config (ko-en, de-en)" >&2; exit 2; }
 [ -d "$shipped" ] || { echo "no shipped bundle $shipped" >&2; exit 2; }

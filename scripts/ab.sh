@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# An A/B run of two training settings with equal wall-clock time, scored on dev.
+#
+#   scripts/ab.sh NAME MINUTES "ARGS A" "ARGS B" [PAIR]
+#   e.g. scripts/ab.sh subword-0.3 30 "" "--subword-alpha 0.3"
+#
+# Both arms start from the same point: a copy of START (a run directory: its newest checkpoint,
+# with its optimizer state) when START is set, else the shipped bundle (web/models/PAIR), and
+# train at the same time under `nice -n 19` with `train --config configs/PAIR.toml ARGS
+# --max-minutes MINUTES`, so they share the cores equally. Then each arm's bundle is scored on
+# the dev set with the default decoding (`evaluate --cpu`), and one line is appended to
+# target/ab/PAIR.tsv: name, minutes, steps A/B, dev BLEU A/B, dev chrF A/B, val loss A/B.
+# Runs live in $WEBNMT_RUNS/ab/NAME-{a,b} (default ~/webnmt-runs), outside the work tree.
+# TRAIN_ARGS (default "--warmup-steps 400 --lr-factor 0.3 --eval-every 200") go to both arms.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+name="${1:?name of the A/B}"
+minutes="${2:?minutes per arm}"
+args_a="${3-}"
+args_b="${4-}"
+pair="${5:-ko-en}"
+runs="${WEBNMT_RUNS:-$HOME/webnmt-runs}/ab"
+out="target/ab"
+common="${TRAIN_ARGS:---warmup-steps 400 --lr-factor 0.3 --eval-every 200}"
+src_lang="${pair%-*}"
+tgt_lang="${pair#*-}"
+mkdir -p "$runs" "$out"
+cargo build --locked --release --features train --bin train --bin evaluate
+
+pids=()
+for arm in a b; do
+  dir="$runs/$name-$arm"
+  rm -rf "$dir"
+  if [ -n "${START:-}" ]; then
+    mkdir -p "$dir"
+    cp -r "$START"/{config.toml,*.tokenizer.json,checkpoints,best} "$dir/"
+  fi
+  args="$args_a"
+  [ "$arm" = b ] && args="$args_b"
+  # shellcheck disable=SC2086 # flag lists
+  nice -n 19 target/release/train --config "configs/$pair.toml" --run-dir "$dir" --device auto \
+    --resume --init-from "web/models/$pair" --max-minutes "$minutes" $common $args \
+    >"$dir.log" 2>&1 &
+  pids+=($!)
+done
+for pid in "${pids[@]}"; do wait "$pid"; done
+
+row="$name\t$minutes"
+declare -A bleu chrf steps loss
+for arm in a b; do
+  dir="$runs/$name-$arm"
+  nice -n 19 target/release/evaluate --model "$dir/bundle" --cpu \
+    --src "../shared/data/$pair/dev.$src_lang" --ref "../shared/data/$pair/dev.$tgt_lang" \
+    --json "$out/$name-$arm.json" >/dev/null
+  bleu[$arm]=$(jq -r '.report.bleu.score | . * 100 | round / 100' "$out/$name-$arm.json")
+  chrf[$arm]=$(jq -r '.report.chrf.score | . * 100 | round / 100' "$out/$name-$arm.json")
+  steps[$arm]=$(jq -r '.metrics.steps' "$dir/bundle/manifest.json")
+  loss[$arm]=$(jq -r '.metrics.best_val_loss | . * 1000 | round / 1000' "$dir/bundle/manifest.json")
+done
+row="$row\t${steps[a]}/${steps[b]}\t${bleu[a]}/${bleu[b]}\t${chrf[a]}/${chrf[b]}\t${loss[a]}/${loss[b]}"
+[ -f "$out/$pair.tsv" ] || printf 'name\tminutes\tsteps A/B\tdev BLEU A/B\tdev chrF A/B\tval loss A/B\n' >"$out/$pair.tsv"
+printf "$row\n" | tee -a "$out/$pair.tsv"
+echo "A: ${args_a:-(baseline)}  B: $args_b"
