@@ -15,8 +15,8 @@
 #        reads the target tokens/s of the steps after the first window from metrics.csv;
 #     2. trains for the rest of MINUTES with the fastest setting, starting from the shipped
 #        bundle's weights (a checkpoint with its Adam state is ~165 MB for ko-en `small`, over
-#        the 64 MiB that travels to the machine); the learning rate is scaled for the batch
-#        (Noam factor × sqrt(tokens / 4096), warm-up ÷ the same);
+#        the 64 MiB that travels to the machine); the warm-up is divided by the batch's
+#        multiple k of 4096 tokens, so the rate at a given token count grows by sqrt(k);
 #     3. writes the run (newest checkpoint with optim.bpk and state.json, bundle)
 #        as one tar in 15 MB parts under /tmp/webnmt-out, and copies the first 4 parts, the
 #        probe table and the log to $OUT.
@@ -84,8 +84,10 @@ train)
   base_lr=$(grep -E '^lr_factor' "$config" | head -1 | sed 's/.*= *//')
   base_warmup=$(grep -E '^warmup_steps' "$config" | head -1 | sed 's/.*= *//')
   scaled() { # scaled TOKENS -> "lr warmup" for a batch of TOKENS padded tokens
+    # The warm-up covers the same tokens (steps ÷ k for k times the batch); with the Noam
+    # factor unchanged, the rate at any token count then grows by sqrt(k).
     awk -v t="$1" -v lr="$base_lr" -v w="$base_warmup" \
-      'BEGIN { k = sqrt(t / 4096); printf "%.4f %d\n", lr * k, (w / k < 50 ? 50 : w / k) }'
+      'BEGIN { k = t / 4096; printf "%.4f %d\n", lr, (w / k < 50 ? 50 : w / k) }'
   }
   echo "precision tokens target_tok_per_s" >"$out/probe.txt"
   best="" best_rate=0
