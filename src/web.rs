@@ -2,21 +2,32 @@
 //! so translation never blocks the page; the UI (`web/app.js`) only posts messages.
 //!
 //! - [`Translator::load`] verifies a bundle (format version, sha256 of every file, every
-//!   tensor's dtype and shape) before anything touches the GPU, opens WebGPU and uploads it.
-//! - [`Translator::translate`] translates a text with the search options of the page and
-//!   returns the n-best lists, timings and heatmaps as plain JS objects.
-//! - [`self_check`] runs every kernel against its CPU reference (the page's diagnostics).
+//!   tensor's dtype and shape) before anything touches the GPU, then loads it on the engine the
+//!   worker asks for: `"gpu"` opens WebGPU and uploads it ([`Engine`]), `"cpu"` keeps the int8
+//!   weights in wasm memory ([`CpuEngine`], simd128 kernels) for browsers without WebGPU.
+//! - [`Translator::translate`] translates a text with the search options of the page on
+//!   whichever engine is loaded and returns the n-best lists, timings and heatmaps as plain JS
+//!   objects (the same shape for both engines).
+//! - [`self_check`] runs every WebGPU kernel against its CPU reference (the page's diagnostics;
+//!   WebGPU only).
 //!
 //! Errors reach JS as `{ kind, message }`: `kind` is `no-webgpu`, `integrity` (a file does not
 //! match the manifest's sha256 or size), `bundle` (any other bundle problem), `options`, `gpu`
 //! (a GPU failure, including device loss: the page restarts the worker once, and only for
-//! this kind), `tokenizer`, `search`, `internal` (a result that cannot become a JS value) or
-//! `cancelled`.
+//! this kind; never from the CPU engine), `tokenizer`, `search`, `internal` (a result that
+//! cannot become a JS value, an unknown engine name, or a broken contract inside the CPU
+//! engine) or `cancelled`.
 
+use crate::config::ModelConfig;
+use crate::cpu::{CpuEncoded, CpuEngine, CpuError};
 use crate::gpu::{AdapterSummary, Gpu, GpuError};
 use crate::infer::{Engine, EngineError, UploadError};
+use crate::search::{SearchOptions, SearchResult};
 use crate::selfcheck;
-use crate::translate::{TranslateError, TranslateOptions, TranslationEngine, translate};
+use crate::tokenizer::Tokenizer;
+use crate::translate::{
+    SearchStats, TranslateError, TranslateOptions, Translation, TranslationEngine, translate,
+};
 use crate::weights::{Bundle, BundleError};
 use serde::Serialize;
 use wasm_bindgen::prelude::*;
@@ -78,7 +89,24 @@ fn engine_error(e: EngineError) -> JsValue {
     }
 }
 
-fn translate_error(e: TranslateError<EngineError>) -> JsValue {
+/// The CPU engine's errors: never `gpu` (the page restarts the worker only for GPU failures).
+fn cpu_error(e: CpuError) -> JsValue {
+    match e {
+        CpuError::Bundle(b) => bundle_error(b),
+        CpuError::Fuse { .. } => error("bundle", e),
+        CpuError::Options(_) => error("options", e),
+        CpuError::Search(_) => error("search", e),
+        // The pipeline never asks for these: a bug here, not a problem of the model or options.
+        CpuError::Sources { .. } | CpuError::Piece { .. } | CpuError::Step(_) => {
+            error("internal", e)
+        }
+    }
+}
+
+fn translate_error<E>(e: TranslateError<E>, engine_error: impl FnOnce(E) -> JsValue) -> JsValue
+where
+    E: std::error::Error + 'static,
+{
     match e {
         TranslateError::Engine(e) => engine_error(e),
         TranslateError::Tokenizer(_) => error("tokenizer", e),
@@ -95,6 +123,9 @@ fn internal_error(e: impl ToString) -> JsValue {
 /// What the page shows about a loaded model.
 #[derive(Serialize)]
 struct Info<'a> {
+    /// `gpu` or `cpu`.
+    engine: &'static str,
+    /// The WebGPU adapter, or for the CPU engine a stand-in naming it ([`cpu_summary`]).
     adapter: &'a AdapterSummary,
     source_lang: &'a str,
     target_lang: &'a str,
@@ -103,10 +134,100 @@ struct Info<'a> {
     metrics: &'a serde_json::Value,
 }
 
-/// A loaded model on the GPU.
+/// What the page shows as the "adapter" of the CPU engine.
+fn cpu_summary() -> AdapterSummary {
+    let simd = cfg!(target_feature = "simd128");
+    AdapterSummary {
+        name: if simd {
+            "CPU (WebAssembly SIMD)"
+        } else {
+            "CPU (WebAssembly)"
+        }
+        .into(),
+        backend: if simd { "wasm simd128" } else { "wasm" }.into(),
+        driver: String::new(),
+        device_type: "Cpu".into(),
+    }
+}
+
+/// Lets the worker's event loop run once (a `setTimeout(0)` task). The CPU engine computes
+/// without awaiting anything, so without this a newer request could not reach the worker, and
+/// make `cancelled` answer true, before the whole text was translated.
+async fn yield_to_event_loop() {
+    let promise = js_sys::Promise::new(&mut |resolve, _reject| {
+        let global = js_sys::global();
+        let set_timeout = js_sys::Reflect::get(&global, &JsValue::from_str("setTimeout"))
+            .ok()
+            .and_then(|f| f.dyn_into::<js_sys::Function>().ok());
+        let scheduled =
+            set_timeout.is_some_and(|f| f.call2(&global, &resolve, &JsValue::from(0)).is_ok());
+        if !scheduled {
+            let _ = resolve.call0(&JsValue::NULL);
+        }
+    });
+    let _ = wasm_bindgen_futures::JsFuture::from(promise).await;
+}
+
+/// The CPU engine as the page runs it: the same engine, yielding to the worker's event loop
+/// before each encoder batch and each piece's search, so a newer request cancels it as it
+/// cancels the GPU engine (whose readbacks yield by themselves).
+struct PageCpuEngine(CpuEngine);
+
+impl TranslationEngine for PageCpuEngine {
+    type Error = CpuError;
+    type Encoded = CpuEncoded;
+
+    fn config(&self) -> &ModelConfig {
+        self.0.config()
+    }
+
+    fn source_tokenizer(&self) -> &Tokenizer {
+        self.0.source_tokenizer()
+    }
+
+    fn target_tokenizer(&self) -> &Tokenizer {
+        self.0.target_tokenizer()
+    }
+
+    fn check_options(&self, options: &SearchOptions) -> Result<(), CpuError> {
+        self.0.check_options(options)
+    }
+
+    async fn encode(&self, sources: &[Vec<u32>]) -> Result<CpuEncoded, CpuError> {
+        yield_to_event_loop().await;
+        self.0.encode(sources).await
+    }
+
+    async fn search(
+        &self,
+        encoded: &CpuEncoded,
+        i: usize,
+        options: &SearchOptions,
+    ) -> Result<(SearchResult, SearchStats), CpuError> {
+        yield_to_event_loop().await;
+        self.0.search(encoded, i, options).await
+    }
+
+    async fn cross_attention(
+        &self,
+        encoded: &CpuEncoded,
+        i: usize,
+        target_in: &[u32],
+    ) -> Result<Vec<f32>, CpuError> {
+        self.0.cross_attention(encoded, i, target_in).await
+    }
+}
+
+/// The engine a [`Translator`] runs on (boxed: both hold kilobytes of handles and tables inline).
+enum Loaded {
+    Gpu(Box<Engine>),
+    Cpu(Box<PageCpuEngine>),
+}
+
+/// A loaded model, on WebGPU or on the CPU.
 #[wasm_bindgen]
 pub struct Translator {
-    engine: Engine,
+    engine: Loaded,
     adapter: AdapterSummary,
     source_lang: String,
     target_lang: String,
@@ -116,8 +237,22 @@ pub struct Translator {
 #[wasm_bindgen]
 impl Translator {
     /// Verifies and loads a bundle: `manifest` is `manifest.json`, `files` an object mapping
-    /// each other file name of the manifest to its bytes (`Uint8Array`).
-    pub async fn load(manifest: Vec<u8>, files: JsValue) -> Result<Translator, JsValue> {
+    /// each other file name of the manifest to its bytes (`Uint8Array`), `engine` `"gpu"`
+    /// (WebGPU) or `"cpu"` (the int8 CPU engine in wasm).
+    pub async fn load(
+        manifest: Vec<u8>,
+        files: JsValue,
+        engine: String,
+    ) -> Result<Translator, JsValue> {
+        let on_gpu = match engine.as_str() {
+            "gpu" => true,
+            "cpu" => false,
+            other => {
+                return Err(internal_error(format!(
+                    "unknown engine '{other}': use \"gpu\" or \"cpu\""
+                )));
+            }
+        };
         let bundle = Bundle::from_files(&manifest, |name| {
             let value = js_sys::Reflect::get(&files, &JsValue::from_str(name))
                 .map_err(|_| "not given".to_string())?;
@@ -132,9 +267,15 @@ impl Translator {
             bundle.manifest.target_lang.clone(),
         );
         let metrics = bundle.manifest.metrics.clone();
-        let gpu = Gpu::new().await.map_err(gpu_error)?;
-        let adapter = gpu.adapter().clone();
-        let engine = Engine::new(gpu, bundle).await.map_err(engine_error)?;
+        let (engine, adapter) = if on_gpu {
+            let gpu = Gpu::new().await.map_err(gpu_error)?;
+            let adapter = gpu.adapter().clone();
+            let engine = Engine::new(gpu, bundle).await.map_err(engine_error)?;
+            (Loaded::Gpu(Box::new(engine)), adapter)
+        } else {
+            let engine = CpuEngine::new(bundle).map_err(cpu_error)?;
+            (Loaded::Cpu(Box::new(PageCpuEngine(engine))), cpu_summary())
+        };
         Ok(Translator {
             engine,
             adapter,
@@ -144,14 +285,19 @@ impl Translator {
         })
     }
 
-    /// `{ adapter, source_lang, target_lang, parameters, load_ms, metrics }`.
+    /// `{ engine, adapter, source_lang, target_lang, parameters, load_ms, metrics }`.
     pub fn info(&self) -> Result<JsValue, JsValue> {
+        let (engine, parameters, load_ms) = match &self.engine {
+            Loaded::Gpu(e) => ("gpu", e.config().n_params(), e.load_ms),
+            Loaded::Cpu(e) => ("cpu", e.config().n_params(), e.0.load_ms),
+        };
         let info = Info {
+            engine,
             adapter: &self.adapter,
             source_lang: &self.source_lang,
             target_lang: &self.target_lang,
-            parameters: self.engine.config().n_params(),
-            load_ms: self.engine.load_ms,
+            parameters,
+            load_ms,
             metrics: &self.metrics,
         };
         serde_wasm_bindgen::to_value(&info).map_err(internal_error)
@@ -172,9 +318,14 @@ impl Translator {
             serde_wasm_bindgen::from_value(options).map_err(|e| error("options", e))?
         };
         let is_cancelled = || cancelled.call0(&JsValue::NULL).is_ok_and(|v| v.is_truthy());
-        let translation = translate(&self.engine, &text, &options, &is_cancelled)
-            .await
-            .map_err(translate_error)?;
+        let translation: Translation = match &self.engine {
+            Loaded::Gpu(engine) => translate(engine.as_ref(), &text, &options, &is_cancelled)
+                .await
+                .map_err(|e| translate_error(e, engine_error))?,
+            Loaded::Cpu(engine) => translate(engine.as_ref(), &text, &options, &is_cancelled)
+                .await
+                .map_err(|e| translate_error(e, cpu_error))?,
+        };
         translation
             .serialize(&serde_wasm_bindgen::Serializer::json_compatible())
             .map_err(internal_error)
@@ -197,7 +348,8 @@ pub fn no_webgpu_message() -> String {
     GpuError::WebGpuUnavailable.to_string()
 }
 
-/// Opens WebGPU and runs every kernel check: `{ adapter, checks, passed }`.
+/// Opens WebGPU and runs every kernel check: `{ adapter, checks, passed }`. WebGPU only: without
+/// it this fails with `no-webgpu` (the CPU engine's kernels are checked by the native tests).
 #[wasm_bindgen(js_name = selfCheck)]
 pub async fn self_check() -> Result<JsValue, JsValue> {
     let gpu = Gpu::new().await.map_err(gpu_error)?;

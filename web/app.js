@@ -9,6 +9,9 @@ const $ = (id) => document.getElementById(id);
 
 const ui = {
   model: $('model'),
+  engineRow: $('engine-row'),
+  engine: $('engine'),
+  engineNotice: $('engine-notice'),
   progress: $('progress'),
   progressText: $('progress-text'),
   modelStatus: $('model-status'),
@@ -44,12 +47,19 @@ const OPTION_FIELDS = {
 };
 /** The page shows this many translations per sentence unless the beam is smaller. */
 const PAGE_N_BEST = 4;
+/** The CPU engine as the page names it (the wasm module is built with simd128). */
+const CPU_ENGINE = 'CPU (WebAssembly SIMD)';
+/** The one line the page shows when this browser has no WebGPU. */
+const NO_WEBGPU_NOTICE = `No WebGPU here: translating on the ${CPU_ENGINE}`;
 
 const state = {
   worker: null,
   defaults: null, // TranslateOptions from the wasm side
   models: [],
   model: null, // id of the model being loaded or loaded
+  engine: 'gpu', // the engine asked for: 'gpu' (WebGPU) or 'cpu'; the worker falls back to 'cpu'
+  webgpu: null, // whether the worker has WebGPU (null until it says)
+  engineLabel: null, // [name, value] of the engine in the timings line
   ready: false,
   restarts: 0, // worker restarts after a panic or a GPU failure (at most one)
   nextId: 1,
@@ -147,6 +157,7 @@ function onWorkerMessage(worker, message) {
         state.defaults.search.n_best = Math.min(PAGE_N_BEST, state.defaults.search.beam);
         fillOptions(state.defaults.search);
       }
+      showEngine(message.webgpu, message.webgpu ? state.engine : 'cpu');
       break;
     case 'progress':
       showProgress(message);
@@ -169,8 +180,9 @@ function onWorkerMessage(worker, message) {
     case 'selfcheck-error':
       state.selfcheckPending = false;
       ui.selfcheckRun.disabled = false;
-      if (message.error.kind === 'no-webgpu') setStatus(ui.selfcheckStatus, 'no-webgpu', message.error.message);
-      else setStatus(ui.selfcheckStatus, 'error', `The GPU check failed: ${message.error.message}`);
+      if (message.error.kind === 'no-webgpu') {
+        setStatus(ui.selfcheckStatus, 'no-webgpu', `The self-check tests the WebGPU kernels only, and this browser has no WebGPU (translation runs on the ${CPU_ENGINE} instead). ${message.error.message}`);
+      } else setStatus(ui.selfcheckStatus, 'error', `The GPU check failed: ${message.error.message}`);
       break;
     case 'panic':
       console.error(`engine panic: ${message.message}`);
@@ -199,6 +211,19 @@ async function loadIndex() {
   return preferred.id;
 }
 
+/**
+ * The engine picker and the no-WebGPU line: with WebGPU the picker offers both engines (showing
+ * `engine`); without it only the line, since the CPU is the only choice.
+ */
+function showEngine(webgpu, engine) {
+  state.webgpu = webgpu;
+  ui.engineRow.hidden = !webgpu;
+  ui.engine.disabled = !webgpu;
+  ui.engine.value = engine;
+  ui.engineNotice.hidden = webgpu;
+  ui.engineNotice.textContent = webgpu ? '' : NO_WEBGPU_NOTICE;
+}
+
 function loadModel(id) {
   state.model = id;
   state.ready = false;
@@ -210,10 +235,10 @@ function loadModel(id) {
   ui.modelInfo.textContent = '';
   const name = state.models.find((m) => m.id === id)?.name ?? id;
   setStatus(ui.modelStatus, 'loading', `Loading ${name}…`);
-  state.worker.postMessage({ type: 'load', model: id });
+  state.worker.postMessage({ type: 'load', model: id, engine: state.engine });
 }
 
-function showProgress({ model, loaded, total, fromCache }) {
+function showProgress({ model, engine, loaded, total, fromCache }) {
   if (model !== state.model) return;
   const percent = total > 0 ? Math.min(100, Math.floor((loaded / total) * 100)) : 0;
   ui.progress.value = percent;
@@ -221,20 +246,27 @@ function showProgress({ model, loaded, total, fromCache }) {
   const source = fromCache ? 'from this device' : 'downloaded';
   ui.progressText.textContent = `${formatBytes(loaded)} of ${formatBytes(total)} ${source} (${percent}%)`;
   if (loaded >= total && total > 0) {
-    setStatus(ui.modelStatus, 'loading', 'Checking the files and preparing the GPU…');
+    setStatus(ui.modelStatus, 'loading', `Checking the files and preparing the ${engine === 'cpu' ? 'CPU engine' : 'GPU'}…`);
   }
 }
 
-function onLoaded({ model, info, fromCache }) {
+function onLoaded({ model, engine, webgpu, info, fromCache }) {
   if (model !== state.model) return;
   state.ready = true;
+  showEngine(webgpu, engine);
   const name = state.models.find((m) => m.id === model)?.name ?? model;
   setStatus(ui.modelStatus, 'ready', `${name} is ready${fromCache ? ' (loaded from this device)' : ''}.`);
-  const a = info.adapter;
-  const adapterName = a.name || 'name not reported by the browser';
-  state.adapterName = `${adapterName} (${a.backend})`;
   const params = (info.parameters / 1e6).toFixed(1);
-  ui.modelInfo.textContent = `${params} M parameters, int8 · GPU: ${adapterName} (${a.backend}, ${a.device_type}) · prepared in ${Math.round(info.load_ms)} ms`;
+  const prepared = `prepared in ${Math.round(info.load_ms)} ms`;
+  if (engine === 'cpu') {
+    state.engineLabel = ['engine', CPU_ENGINE];
+    ui.modelInfo.textContent = `${params} M parameters, int8 · ${CPU_ENGINE} · ${prepared}`;
+  } else {
+    const a = info.adapter;
+    const adapterName = a.name || 'name not reported by the browser';
+    state.engineLabel = ['GPU', `${adapterName} (${a.backend})`];
+    ui.modelInfo.textContent = `${params} M parameters, int8 · GPU: ${adapterName} (${a.backend}, ${a.device_type}) · ${prepared}`;
+  }
   ui.translate.disabled = false;
   ui.model.disabled = false;
   if (state.pending && !state.pending.sent) sendTranslation(state.pending);
@@ -371,7 +403,6 @@ function showTimings(result) {
   const t = result.timings;
   const tokens = result.sentences.reduce((sum, s) => sum + (s.hypotheses[0]?.tokens.length ?? 0), 0);
   const perSecond = t.decoder_ms > 0 ? tokens / (t.decoder_ms / 1000) : 0;
-  const adapter = state.adapterName ?? '';
   ui.timings.replaceChildren(
     ...[
       ['encoder', `${t.encoder_ms.toFixed(0)} ms`],
@@ -379,7 +410,7 @@ function showTimings(result) {
       ['speed', `${perSecond.toFixed(1)} tokens/s`],
       ['steps', String(t.steps)],
       ['total', `${t.total_ms.toFixed(0)} ms`],
-      ...(adapter ? [['GPU', adapter]] : []),
+      ...(state.engineLabel ? [state.engineLabel] : []),
     ].map(([k, v]) => {
       const item = el('span', '', 'timing');
       item.append(el('b', `${k} `), document.createTextNode(v));
@@ -541,6 +572,13 @@ ui.model.addEventListener('change', () => {
   setBusy(false);
   loadModel(ui.model.value);
 });
+ui.engine.addEventListener('change', () => {
+  // The same model again, on the other engine (the worker frees the loaded one first).
+  state.engine = ui.engine.value;
+  state.pending = null;
+  setBusy(false);
+  loadModel(state.model ?? ui.model.value);
+});
 ui.retry.addEventListener('click', () => loadModel(state.model ?? ui.model.value));
 ui.sentence.addEventListener('change', () => {
   if (state.result) showSentence(state.result.sentences[Number(ui.sentence.value)]);
@@ -574,7 +612,7 @@ async function main() {
     ui.retry.addEventListener('click', () => window.location.reload(), { once: true });
     return;
   }
-  // Without WebGPU the worker answers at once with the engine's sentence, before any download.
+  // Without WebGPU the worker loads the model on the CPU engine instead.
   loadModel(id);
 }
 

@@ -1,22 +1,28 @@
 // The translation engine's Web Worker: the wasm module (webnmt.js + webnmt_bg.wasm) runs here, so
 // downloads, shader compilation and decoding never block the page.
 //
+// Engines: 'gpu' (WebGPU) or 'cpu' (the int8 CPU engine in wasm, simd128 kernels). A load asks
+// for one; without WebGPU (no navigator.gpu, no adapter granted, or WebGPU failing to open) the
+// model loads on the CPU instead, and 'loaded' says which engine runs it.
+//
 // Messages from the page:
-//   { type: 'load', model }                    download (or read from the Cache API) and load a bundle
+//   { type: 'load', model, engine }            download (or read from the Cache API) and load a
+//                                              bundle on engine 'gpu' (the default) or 'cpu'
 //   { type: 'translate', id, text, options }   translate; a newer request cancels an older one
-//   { type: 'selfcheck' }                      run every kernel against its CPU reference
+//   { type: 'selfcheck' }                      run every WebGPU kernel against its CPU reference
 // Messages to the page:
-//   { type: 'started', defaults }              the wasm module is ready; the decoding defaults
-//   { type: 'progress', model, loaded, total, fromCache }
-//   { type: 'loaded', model, info, fromCache }
+//   { type: 'started', defaults, webgpu }      the wasm module is ready; the decoding defaults;
+//                                              whether WebGPU gives this worker an adapter
+//   { type: 'progress', model, engine, loaded, total, fromCache }
+//   { type: 'loaded', model, engine, webgpu, info, fromCache }
 //   { type: 'load-error', model, error }       error = { kind, message }
 //   { type: 'result', id, result } / { type: 'translate-error', id, error }
 //   { type: 'selfcheck', report } / { type: 'selfcheck-error', error }
 //   { type: 'panic', message }                 the wasm module panicked: this worker is unusable
 //
-// Error kinds: no-webgpu, integrity, bundle, options, gpu, tokenizer, search, internal, cancelled
-// (from the wasm side), and network, internal (from here). The page restarts this worker only
-// for gpu.
+// Error kinds: no-webgpu (the self-check only: a load falls back to the CPU), integrity, bundle,
+// options, gpu (never from the CPU engine), tokenizer, search, internal, cancelled (from the wasm
+// side), and network, internal (from here). The page restarts this worker only for gpu.
 import init, { Translator, defaultOptions, noWebgpuMessage, selfCheck } from './webnmt.js';
 
 /** Cache API store of verified model files; sw.js serves model requests from it too. */
@@ -39,10 +45,6 @@ function toError(e, kind = 'internal') {
   return { kind, message: e instanceof Error ? e.message : String(e) };
 }
 
-const ready = init({ module_or_path: new URL('webnmt_bg.wasm', import.meta.url) }).then(() => {
-  self.postMessage({ type: 'started', defaults: defaultOptions() });
-});
-
 /** True when WebGPU can give this worker an adapter. */
 async function webgpuAvailable() {
   if (!('gpu' in navigator) || !navigator.gpu) return false;
@@ -53,7 +55,14 @@ async function webgpuAvailable() {
   }
 }
 
-/** The no-WebGPU error; its sentence (from the wasm side) says which browsers and settings work. */
+/** Whether this worker has WebGPU, asked once: the answer does not change while it runs. */
+let webgpu = webgpuAvailable();
+
+const ready = Promise.all([init({ module_or_path: new URL('webnmt_bg.wasm', import.meta.url) }), webgpu]).then(([, available]) => {
+  self.postMessage({ type: 'started', defaults: defaultOptions(), webgpu: available });
+});
+
+/** The no-WebGPU error (the self-check's); its sentence (from the wasm side) says which browsers and settings work. */
 function noWebgpuError() {
   return { kind: 'no-webgpu', message: noWebgpuMessage() };
 }
@@ -120,13 +129,14 @@ async function readBody(response, onBytes) {
 let translator = null;
 let loadedModel = null;
 
-/** Downloads (or reads from the cache), verifies and loads model `id` of models/index.json. */
-async function load(id) {
+/**
+ * Downloads (or reads from the cache), verifies and loads model `id` of models/index.json on
+ * `requested` ('gpu' or 'cpu'); on the CPU when this worker has no WebGPU.
+ */
+async function load(id, requested) {
   await ready;
-  if (!(await webgpuAvailable())) {
-    self.postMessage({ type: 'load-error', model: id, error: noWebgpuError() });
-    return;
-  }
+  const hasWebgpu = await webgpu;
+  let engine = requested === 'cpu' || !hasWebgpu ? 'cpu' : 'gpu';
   const indexUrl = new URL('models/index.json', self.location.href);
   const { text: indexText } = await fetchJson(indexUrl);
   const entry = JSON.parse(indexText).models.find((m) => m.id === id);
@@ -150,7 +160,7 @@ async function load(id) {
     const now = performance.now();
     if (!force && now - lastPost < PROGRESS_INTERVAL_MS) return;
     lastPost = now;
-    self.postMessage({ type: 'progress', model: id, loaded, total, fromCache: allCached });
+    self.postMessage({ type: 'progress', model: id, engine, loaded, total, fromCache: allCached });
   };
   post(true);
 
@@ -190,7 +200,16 @@ async function load(id) {
   }
   const manifestBytes = new TextEncoder().encode(manifestText);
   try {
-    translator = await Translator.load(manifestBytes, files);
+    try {
+      translator = await Translator.load(manifestBytes, files, engine);
+    } catch (e) {
+      // An adapter was granted but WebGPU would not open: the CPU engine still translates.
+      if (engine !== 'gpu' || toError(e).kind !== 'no-webgpu') throw e;
+      console.warn(`WebGPU did not open (${toError(e).message}); loading the model on the CPU`);
+      webgpu = Promise.resolve(false);
+      engine = 'cpu';
+      translator = await Translator.load(manifestBytes, files, engine);
+    }
   } catch (e) {
     // Never keep files that failed verification: the retry downloads them again.
     await Promise.all([...names.map((n) => cache.delete(new URL(n, base))), cache.delete(manifestUrl)]);
@@ -208,7 +227,7 @@ async function load(id) {
   } catch (e) {
     console.warn(`could not store the model for offline use: ${e.message}`);
   }
-  self.postMessage({ type: 'loaded', model: id, info: translator.info(), fromCache: allCached });
+  self.postMessage({ type: 'loaded', model: id, engine, webgpu: await webgpu, info: translator.info(), fromCache: allCached });
 }
 
 // Translation requests: one runs at a time; a newer one makes the running one's `cancelled`
@@ -252,15 +271,17 @@ self.addEventListener('message', (event) => {
       generation += 1; // cancel a translation of the old model
       loading = loading
         .then(() => running)
-        .then(() => load(message.model))
+        .then(() => load(message.model, message.engine ?? 'gpu'))
         .catch((e) => self.postMessage({ type: 'load-error', model: message.model, error: toError(e) }));
       break;
     case 'translate':
       loading.then(() => translate(message));
       break;
     case 'selfcheck':
+      // WebGPU only: without it, say so before opening anything.
       ready
-        .then(() => selfCheck())
+        .then(() => webgpu)
+        .then((available) => (available ? selfCheck() : Promise.reject(noWebgpuError())))
         .then((report) => self.postMessage({ type: 'selfcheck', report }))
         .catch((e) => self.postMessage({ type: 'selfcheck-error', error: toError(e) }));
       break;

@@ -3,17 +3,12 @@
 // the browser against wgpu (lavapipe in CI) natively.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import { mkdir, readFile, stat } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
-import { promisify } from 'node:util';
-import { ROOT, launch, modelState, openPage, serveStatic, setOptions, translate } from './harness.mjs';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { ROOT, launch, modelState, nativeBest, openPage, pageBest, serveStatic, setOptions, translate } from './harness.mjs';
 
 const TIMEOUT_MS = 600_000; // 20 sentences decoded on SwiftShader, 2 CPU cores
 const SENTENCES = join(ROOT, 'tests/fixtures/browser/de20.de');
-// cargo's target folder: CARGO_TARGET_DIR when set, as cargo itself does.
-const TRANSLATE = process.env.TRANSLATE_BIN
-  ?? join(process.env.CARGO_TARGET_DIR ? resolve(ROOT, process.env.CARGO_TARGET_DIR) : join(ROOT, 'target'), 'release/translate');
 const MODEL = join(ROOT, 'web/models/de-en');
 // Beam 4 in 2 diverse groups (the reference's 8 in 4 is twice the work on a CPU "GPU");
 // diversity, penalties and length limits stay at their defaults on both sides.
@@ -27,25 +22,10 @@ after(async () => {
   await server?.close();
 });
 
-/** The native binary's best tokens of every sentence, in order (one JSON object per line). */
-async function nativeTokens() {
-  await stat(TRANSLATE).catch(() => {
-    throw new Error(`${TRANSLATE} is missing: build it with cargo build --release --features cli --bin translate (scripts/test.sh does)`);
-  });
-  const env = { ...process.env };
-  if (!env.XDG_RUNTIME_DIR) {
-    env.XDG_RUNTIME_DIR = join(ROOT, 'target/xdg-runtime');
-    await mkdir(env.XDG_RUNTIME_DIR, { recursive: true, mode: 0o700 });
-  }
-  const args = ['--model', MODEL, '--beam', String(OPTIONS.beam), '--groups', String(OPTIONS.groups), '--n-best', String(OPTIONS.n_best), '--json'];
-  const child = promisify(execFile)(TRANSLATE, args, { env, maxBuffer: 64 << 20, timeout: TIMEOUT_MS });
-  child.child.stdin.end(await readFile(SENTENCES));
-  const { stdout } = await child;
-  return stdout
-    .trim()
-    .split('\n')
-    .flatMap((line) => JSON.parse(line).sentences)
-    .map((s) => ({ source: s.source, tokens: s.hypotheses[0].tokens.join(' '), text: s.hypotheses[0].text }));
+/** The native binary's best tokens of every sentence, in order (its default engine: the GPU). */
+function nativeTokens() {
+  const args = ['--model', MODEL, '--beam', String(OPTIONS.beam), '--groups', String(OPTIONS.groups), '--n-best', String(OPTIONS.n_best)];
+  return readFile(SENTENCES).then((input) => nativeBest(args, input, { timeout: TIMEOUT_MS }));
 }
 
 test('20 de→en sentences in the page equal the native translate binary, token for token', { timeout: TIMEOUT_MS * 2 }, async () => {
@@ -68,8 +48,7 @@ test('20 de→en sentences in the page equal the native translate binary, token 
     await setOptions(page, OPTIONS);
     const result = await translate(page, text, { timeout: TIMEOUT_MS });
     assert.equal(result.state, 'done', `page says: ${result.status}\n${log.join('\n')}`);
-    const spans = page.locator('#output .sentence');
-    const web = await spans.evaluateAll((all) => all.map((s) => ({ source: s.title, tokens: s.dataset.tokens, text: s.textContent })));
+    const web = await pageBest(page);
     console.log(`native ${nativeS} s, page ${(result.ms / 1000).toFixed(1)} s for ${web.length} sentences`);
     assert.equal(web.length, native.length, 'same sentence split');
     let same = 0;

@@ -1,9 +1,11 @@
 // Browser-test harness: a static file server on 127.0.0.1 and Debian's Chromium driven by
 // playwright-core. WebGPU runs on the CPU through SwiftShader; playwright never downloads a browser.
+import { execFile } from 'node:child_process';
 import { createServer } from 'node:http';
 import { mkdir, readFile, stat } from 'node:fs/promises';
 import { extname, join, normalize, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { chromium } from 'playwright-core';
 
 /** The trunk output folder (`dist/` at the repository root unless DIST says otherwise). */
@@ -46,6 +48,42 @@ export const SCREENSHOTS = resolve(join(fileURLToPath(import.meta.url), '../../.
 
 /** The repository root. */
 export const ROOT = resolve(join(fileURLToPath(import.meta.url), '../../..'));
+
+/** The native `translate` binary: TRANSLATE_BIN, else cargo's target folder (CARGO_TARGET_DIR when set, as cargo itself does). */
+export const TRANSLATE = process.env.TRANSLATE_BIN
+  ?? join(process.env.CARGO_TARGET_DIR ? resolve(ROOT, process.env.CARGO_TARGET_DIR) : join(ROOT, 'target'), 'release/translate');
+
+/**
+ * Runs the native `translate` binary with `args` (`--json` is added) on `input` (the bytes of
+ * stdin) and returns the best translation of every sentence, in order:
+ * `[{ source, tokens, text }]` with `tokens` the ids joined by spaces, as the page's output
+ * spans carry them (`data-tokens`).
+ */
+export async function nativeBest(args, input, { timeout = 600_000 } = {}) {
+  await stat(TRANSLATE).catch(() => {
+    throw new Error(`${TRANSLATE} is missing: build it with cargo build --release --features cli --bin translate (scripts/test.sh does)`);
+  });
+  const env = { ...process.env };
+  if (!env.XDG_RUNTIME_DIR) {
+    env.XDG_RUNTIME_DIR = join(ROOT, 'target/xdg-runtime');
+    await mkdir(env.XDG_RUNTIME_DIR, { recursive: true, mode: 0o700 });
+  }
+  const child = promisify(execFile)(TRANSLATE, [...args, '--json'], { env, maxBuffer: 64 << 20, timeout });
+  child.child.stdin.end(input);
+  const { stdout } = await child;
+  return stdout
+    .trim()
+    .split('\n')
+    .flatMap((line) => JSON.parse(line).sentences)
+    .map((s) => ({ source: s.source, tokens: s.hypotheses[0].tokens.join(' '), text: s.hypotheses[0].text }));
+}
+
+/** The page's best translation of every sentence, in order, as [`nativeBest`] gives them. */
+export function pageBest(page) {
+  return page
+    .locator('#output .sentence')
+    .evaluateAll((all) => all.map((s) => ({ source: s.title, tokens: s.dataset.tokens, text: s.textContent })));
+}
 
 /** Saves a full-page screenshot as `target/screenshots/<name>.png`; returns the path. */
 export async function screenshot(page, name) {

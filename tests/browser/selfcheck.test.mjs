@@ -1,5 +1,6 @@
 // The diagnostics section runs the WebGPU kernels in the browser and compares them with the Rust
-// reference; a browser without WebGPU is told so, with what to do, before any download.
+// reference; a browser without WebGPU translates on the CPU engine, and its self-check says that
+// it needs WebGPU and what to do.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { foreignRequests, launch, modelState, openPage, screenshot, serveStatic } from './harness.mjs';
@@ -39,19 +40,21 @@ test('kernels match the reference on SwiftShader WebGPU', { timeout: TIMEOUT_MS 
   }
 });
 
-test('without WebGPU the page says so and what to do', { timeout: TIMEOUT_MS + 30_000 }, async () => {
+test('without WebGPU the model loads on the CPU, and the self-check says it needs WebGPU and what to do', { timeout: TIMEOUT_MS + 30_000 }, async () => {
   const browser = await launch({ webgpu: false });
   try {
-    const { page, log, requests } = await openPage(browser, server.url);
+    const { page, log } = await openPage(browser, server.url);
     const { state, text } = await modelState(page, TIMEOUT_MS);
-    assert.equal(state, 'no-webgpu', `page says: ${text}\n${log.join('\n')}`);
-    assert.match(text, /WebGPU is not available/);
-    assert.match(text, /Chrome|Edge|Firefox|Safari/);
-    assert.match(text, /enable-unsafe-webgpu/);
-    assert.equal(await page.locator('#translate').isEnabled(), false);
-    assert.ok(!requests.some((r) => r.endsWith('.safetensors')), 'no model download without WebGPU');
+    assert.equal(state, 'ready', `page says: ${text}\n${log.join('\n')}`);
+    assert.equal(await page.locator('#engine-notice').textContent(), 'No WebGPU here: translating on the CPU (WebAssembly SIMD)');
+    assert.equal(await page.locator('#translate').isEnabled(), true);
     const check = await selfCheck(page);
     assert.equal(check.state, 'no-webgpu', `page says: ${check.text}\n${log.join('\n')}`);
+    assert.match(check.text, /WebGPU kernels only/);
+    assert.match(check.text, /WebGPU is not available/);
+    assert.match(check.text, /Chrome|Edge|Firefox|Safari/);
+    assert.match(check.text, /enable-unsafe-webgpu/);
+    assert.equal(await page.locator('#selfcheck-rows tr').count(), 0, 'no kernel rows');
     await screenshot(page, 'no-webgpu');
   } finally {
     await browser.close();

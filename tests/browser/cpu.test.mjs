@@ -1,0 +1,125 @@
+// The page without WebGPU: the model loads on the int8 CPU engine (wasm simd128) and translates
+// exactly as the native `translate --engine cpu` (AVX2) does, token for token: both kernels are
+// exact integer products over the same int8 quantization. With WebGPU the page offers the CPU
+// engine as a choice, and switching reloads the model on it.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { ROOT, launch, modelState, nativeBest, openPage, pageBest, screenshot, serveStatic, setOptions, translate } from './harness.mjs';
+
+const TIMEOUT_MS = 300_000; // wasm compile and decoding on 2 busy CPU cores
+const SENTENCES = join(ROOT, 'tests/fixtures/browser/de20.de');
+const MODEL = join(ROOT, 'web/models/de-en');
+// The options of the de→en WebGPU test (de-en.test.mjs): beam 4 in 2 diverse groups, the other
+// options at their defaults on both sides.
+const OPTIONS = { beam: 4, groups: 2, n_best: 1 };
+const NOTICE = 'No WebGPU here: translating on the CPU (WebAssembly SIMD)';
+
+let server;
+before(async () => {
+  server = await serveStatic();
+});
+after(async () => {
+  await server?.close();
+});
+
+test('without WebGPU the page translates on the CPU engine, equal to native translate --engine cpu', { timeout: TIMEOUT_MS * 2 }, async () => {
+  const input = await readFile(SENTENCES);
+  const text = input.toString('utf8');
+  assert.equal(text.trim().split('\n').length, 20);
+  const t0 = Date.now();
+  const args = ['--model', MODEL, '--engine', 'cpu', '--beam', String(OPTIONS.beam), '--groups', String(OPTIONS.groups), '--n-best', String(OPTIONS.n_best)];
+  const native = await nativeBest(args, input, { timeout: TIMEOUT_MS });
+  const nativeS = ((Date.now() - t0) / 1000).toFixed(1);
+  assert.ok(native.length >= 20, `native: ${native.length} sentences`);
+
+  const browser = await launch({ webgpu: false });
+  try {
+    const { page, log } = await openPage(browser, server.url);
+    const say = () => log.join('\n');
+    const first = await modelState(page, TIMEOUT_MS);
+    assert.equal(first.state, 'ready', `page says: ${first.text}\n${say()}`);
+    assert.equal(await page.locator('#engine-notice').isVisible(), true, 'the no-WebGPU line is shown');
+    assert.equal(await page.locator('#engine-notice').textContent(), NOTICE);
+    assert.equal(await page.locator('#engine-row').isVisible(), false, 'no engine choice without WebGPU');
+    assert.match(await page.locator('#model-info').textContent(), /M parameters, int8 · CPU \(WebAssembly SIMD\) · prepared in \d+ ms/);
+
+    await page.selectOption('#model', 'de-en');
+    const { state, text: status } = await modelState(page, TIMEOUT_MS);
+    assert.equal(state, 'ready', `page says: ${status}\n${say()}`);
+    assert.match(status, /German → English is ready/);
+    await setOptions(page, OPTIONS);
+    const result = await translate(page, text, { timeout: TIMEOUT_MS });
+    assert.equal(result.state, 'done', `page says: ${result.status}\n${say()}`);
+    const web = await pageBest(page);
+    console.log(`native (AVX2) ${nativeS} s, page (wasm simd128) ${(result.ms / 1000).toFixed(1)} s for ${web.length} sentences`);
+    assert.equal(web.length, native.length, 'same sentence split');
+    let same = 0;
+    for (let i = 0; i < native.length; i++) {
+      assert.equal(web[i].source, native[i].source, `sentence ${i}: same source`);
+      if (web[i].tokens === native[i].tokens) same += 1;
+      else console.log(`sentence ${i} differs:\n  native: ${native[i].text} [${native[i].tokens}]\n  page:   ${web[i].text} [${web[i].tokens}]`);
+    }
+    assert.equal(same, native.length, `${same} of ${native.length} sentences identical`);
+    for (let i = 0; i < native.length; i++) assert.equal(web[i].text, native[i].text);
+
+    // The rest of the page works as on the GPU: timings name the engine, the heatmap is drawn.
+    assert.match(await page.locator('#timings').textContent(), /encoder \d+ msdecoder \d+ msspeed [\d.]+ tokens\/ssteps \d+total \d+ msengine CPU \(WebAssembly SIMD\)/);
+    const heatmap = page.locator('#heatmap');
+    assert.ok(Number(await heatmap.getAttribute('data-rows')) >= 2 && Number(await heatmap.getAttribute('data-cols')) >= 2, 'a heatmap');
+    assert.ok((await page.locator('#nbest li').count()) >= 1, 'an n-best list');
+    await screenshot(page, 'cpu-engine');
+
+    // A new request cancels the running one, as on the GPU (the CPU engine yields to the
+    // worker's event loop between sentences).
+    const long = Array.from({ length: 12 }, () => text).join('\n');
+    await page.fill('#source', long);
+    await page.click('#translate');
+    await page.locator('#translate-status[data-state="running"]').waitFor({ timeout: 10_000 });
+    const cancelled = page.waitForEvent('console', {
+      predicate: (m) => /translation \d+ was cancelled by a newer request/.test(m.text()),
+      timeout: TIMEOUT_MS,
+    });
+    await page.fill('#source', 'Guten Morgen.');
+    await page.locator('#source').press('Control+Enter');
+    await cancelled;
+    const done = page.locator('#translate-status[data-state="done"], #translate-status[data-state="error"]');
+    await done.waitFor({ timeout: TIMEOUT_MS });
+    assert.equal(await done.getAttribute('data-state'), 'done', `page says: ${await done.textContent()}\n${say()}`);
+    assert.equal(await page.locator('#output .sentence').getAttribute('title'), 'Guten Morgen.');
+  } finally {
+    await browser.close();
+  }
+});
+
+test('with WebGPU the page offers the CPU engine, and switching reloads the model on it', { timeout: TIMEOUT_MS * 2 }, async () => {
+  const browser = await launch({ webgpu: true });
+  try {
+    const { page, log } = await openPage(browser, server.url);
+    const say = () => log.join('\n');
+    const first = await modelState(page, TIMEOUT_MS);
+    assert.equal(first.state, 'ready', `page says: ${first.text}\n${say()}`);
+    assert.equal(await page.locator('#engine-row').isVisible(), true, 'the engine choice is shown');
+    assert.equal(await page.locator('#engine').inputValue(), 'gpu', 'WebGPU by default');
+    assert.equal(await page.locator('#engine-notice').isVisible(), false);
+    assert.match(await page.locator('#model-info').textContent(), /· GPU: /);
+
+    await page.selectOption('#engine', 'cpu');
+    const cpu = await modelState(page, TIMEOUT_MS);
+    assert.equal(cpu.state, 'ready', `page says: ${cpu.text}\n${say()}`);
+    assert.match(cpu.text, /loaded from this device/, 'the same model, from the cache');
+    assert.match(await page.locator('#model-info').textContent(), /· CPU \(WebAssembly SIMD\) ·/);
+    assert.equal(await page.locator('#engine-notice').isVisible(), false, 'no no-WebGPU line: WebGPU is there');
+    const result = await translate(page, '안녕하세요.', { timeout: TIMEOUT_MS });
+    assert.equal(result.state, 'done', `page says: ${result.status}\n${say()}`);
+    assert.match(await page.locator('#timings').textContent(), /engine CPU \(WebAssembly SIMD\)/);
+
+    await page.selectOption('#engine', 'gpu');
+    const gpu = await modelState(page, TIMEOUT_MS);
+    assert.equal(gpu.state, 'ready', `page says: ${gpu.text}\n${say()}`);
+    assert.match(await page.locator('#model-info').textContent(), /· GPU: /);
+  } finally {
+    await browser.close();
+  }
+});
