@@ -220,7 +220,8 @@ async fn burn_row(
     Ok(row(name, ms, tokens))
 }
 
-/// Runs `scripts/ctranslate2_bench.py` and reads its rows.
+/// Runs `scripts/ctranslate2_bench.py` and reads its rows: on the CPU once per thread count of
+/// our CPU engine's rows (1 and 2, `intra_threads`), so equal threads compare; on CUDA once.
 fn ctranslate2_rows(args: &Args) -> CliResult<Vec<Row>> {
     let python = PathBuf::from("target/ctranslate2-venv/bin/python3");
     if !python.exists() {
@@ -230,38 +231,53 @@ fn ctranslate2_rows(args: &Args) -> CliResult<Vec<Row>> {
         )
         .into());
     }
-    let out = std::env::temp_dir().join(format!("webnmt-ct2-{}.json", std::process::id()));
-    let status = std::process::Command::new(&python)
-        .arg("scripts/ctranslate2_bench.py")
-        .arg("--model")
-        .arg(&args.model)
-        .arg("--src")
-        .arg(&args.src)
-        .arg("--limit")
-        .arg(args.limit.to_string())
-        .arg("--device")
-        .arg(&args.ctranslate2_device)
-        .arg("--json")
-        .arg(&out)
-        .status()
-        .map_err(|e| format!("cannot run {}: {e}", python.display()))?;
-    if !status.success() {
-        return Err(format!("scripts/ctranslate2_bench.py failed ({status})").into());
-    }
-    let text = std::fs::read_to_string(&out)?;
-    let json: serde_json::Value = serde_json::from_str(&text)?;
-    let runs = json["runs"].as_object().cloned().unwrap_or_default();
-    Ok(runs
-        .values()
-        .map(|r| {
+    let device = args.ctranslate2_device.to_uppercase();
+    let thread_counts: &[usize] = if args.ctranslate2_device == "cpu" {
+        &[1, 2]
+    } else {
+        &[2]
+    };
+    let mut rows = Vec::new();
+    for &threads in thread_counts {
+        let out = std::env::temp_dir().join(format!("webnmt-ct2-{}.json", std::process::id()));
+        let status = std::process::Command::new(&python)
+            .arg("scripts/ctranslate2_bench.py")
+            .arg("--model")
+            .arg(&args.model)
+            .arg("--src")
+            .arg(&args.src)
+            .arg("--limit")
+            .arg(args.limit.to_string())
+            .arg("--device")
+            .arg(&args.ctranslate2_device)
+            .arg("--threads")
+            .arg(threads.to_string())
+            .arg("--json")
+            .arg(&out)
+            .status()
+            .map_err(|e| format!("cannot run {}: {e}", python.display()))?;
+        if !status.success() {
+            return Err(format!("scripts/ctranslate2_bench.py failed ({status})").into());
+        }
+        let text = std::fs::read_to_string(&out)?;
+        let json: serde_json::Value = serde_json::from_str(&text)?;
+        let runs = json["runs"].as_object().cloned().unwrap_or_default();
+        let on = if args.ctranslate2_device == "cpu" {
+            format!(
+                "CPU, {threads} thread{}",
+                if threads == 1 { "" } else { "s" }
+            )
+        } else {
+            device.clone()
+        };
+        rows.extend(runs.values().map(|r| {
             let f = |k: &str| r[k].as_f64().unwrap_or(0.0);
             let beam = f("beam") as usize;
-            let device = args.ctranslate2_device.to_uppercase();
             Row {
                 name: if beam == 1 {
-                    format!("CTranslate2 int8 {device}, greedy")
+                    format!("CTranslate2 int8 {on}, greedy")
                 } else {
-                    format!("CTranslate2 int8 {device}, beam {beam}")
+                    format!("CTranslate2 int8 {on}, beam {beam}")
                 },
                 sentences: f("sentences") as usize,
                 seconds: f("total_s"),
@@ -272,8 +288,9 @@ fn ctranslate2_rows(args: &Args) -> CliResult<Vec<Row>> {
                 peak_rss_mib: r["peak_rss_mib"].as_f64(),
                 ..Default::default()
             }
-        })
-        .collect())
+        }));
+    }
+    Ok(rows)
 }
 
 /// What `scripts/page_bench.mjs` prints: the browser, its WebGPU adapter and one row per setting.
