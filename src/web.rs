@@ -97,9 +97,7 @@ fn cpu_error(e: CpuError) -> JsValue {
         CpuError::Options(_) => error("options", e),
         CpuError::Search(_) => error("search", e),
         // The pipeline never asks for these: a bug here, not a problem of the model or options.
-        CpuError::Sources { .. } | CpuError::Piece { .. } | CpuError::Step(_) => {
-            error("internal", e)
-        }
+        CpuError::Request(_) | CpuError::Step(_) => error("internal", e),
     }
 }
 

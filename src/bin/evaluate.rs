@@ -16,7 +16,7 @@ use webnmt::cpu::CpuEngine;
 use webnmt::eval::{self, EvalReport};
 use webnmt::gpu::Gpu;
 use webnmt::infer::Engine;
-use webnmt::translate::{TranslateOptions, now_ms, translate};
+use webnmt::translate::{TranslateOptions, TranslationEngine, now_ms, translate};
 use webnmt::weights::Bundle;
 
 /// Score translations with sacreBLEU-compatible BLEU / chrF and an error analysis.
@@ -161,15 +161,25 @@ async fn gpu_int8(
     let gpu = Gpu::new().await?;
     let name = format!("GPU engine int8 on {}", gpu.adapter().name);
     let engine = Engine::new(gpu, bundle).await?;
+    Ok((translate_lines(&engine, sources, options).await?, name))
+}
+
+/// Translates each line with `engine` through the shared pipeline, with progress on stderr; an
+/// error names its line.
+async fn translate_lines<E: TranslationEngine>(
+    engine: &E,
+    sources: &[String],
+    options: &TranslateOptions,
+) -> CliResult<Vec<String>> {
     let mut hyps = Vec::with_capacity(sources.len());
     for (i, line) in sources.iter().enumerate() {
-        let t = translate(&engine, line, options, &|| false)
+        let t = translate(engine, line, options, &|| false)
             .await
             .map_err(|e| format!("line {}: {e}", i + 1))?;
         hyps.push(t.text);
         progress(i + 1, sources.len());
     }
-    Ok((hyps, name))
+    Ok(hyps)
 }
 
 async fn cpu_int8(
@@ -186,15 +196,7 @@ async fn cpu_int8(
         cpu.threads
     );
     let engine = CpuEngine::with_options(bundle, cpu)?;
-    let mut hyps = Vec::with_capacity(sources.len());
-    for (i, line) in sources.iter().enumerate() {
-        let t = translate(&engine, line, options, &|| false)
-            .await
-            .map_err(|e| format!("line {}: {e}", i + 1))?;
-        hyps.push(t.text);
-        progress(i + 1, sources.len());
-    }
-    Ok((hyps, name))
+    Ok((translate_lines(&engine, sources, options).await?, name))
 }
 
 #[cfg(feature = "train")]
@@ -214,15 +216,7 @@ async fn burn_cpu(
         None => Transformer::from_bundle(&bundle, &device)?,
     };
     let engine = BurnEngine::new(model, &bundle, &device);
-    let mut hyps = Vec::with_capacity(sources.len());
-    for (i, line) in sources.iter().enumerate() {
-        let t = translate(&engine, line, options, &|| false)
-            .await
-            .map_err(|e| format!("line {}: {e}", i + 1))?;
-        hyps.push(t.text);
-        progress(i + 1, sources.len());
-    }
-    Ok(hyps)
+    translate_lines(&engine, sources, options).await
 }
 
 #[cfg(not(feature = "train"))]

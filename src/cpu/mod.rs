@@ -30,7 +30,7 @@ use crate::search::{
     apply_repetition_penalty, beam_search, log_softmax, top_k,
 };
 use crate::tokenizer::Tokenizer;
-use crate::translate::{SearchStats, TranslationEngine, now_ms};
+use crate::translate::{RequestError, SearchStats, TranslationEngine, now_ms};
 use crate::weights::names::{self, AttentionNames, Stack};
 use crate::weights::{Bundle, BundleError};
 pub use matmul::{MatmulKind, Q8Linear};
@@ -66,25 +66,9 @@ pub enum CpuError {
     /// Impossible search options.
     #[error(transparent)]
     Options(#[from] OptionsError),
-    /// Sources the model cannot take (the pipeline never asks for them).
-    #[error(
-        "sources must be 1..={max_seq_len} tokens long and at least one; got lengths {lengths:?}"
-    )]
-    Sources {
-        max_seq_len: usize,
-        lengths: Vec<usize>,
-    },
-    /// A piece beyond the encoded batch, or a target the decoder cannot read at once.
-    #[error(
-        "piece {i} of a batch of {batch} with a target of {target_len} tokens: the batch has \
-         pieces 0..{batch} and a target takes 1..={max_seq_len} tokens"
-    )]
-    Piece {
-        i: usize,
-        batch: usize,
-        target_len: usize,
-        max_seq_len: usize,
-    },
+    /// A request the pipeline never makes: bad sources, piece or target length.
+    #[error(transparent)]
+    Request(#[from] RequestError),
     /// The search failed, or the model inside it.
     #[error(transparent)]
     Search(#[from] SearchError<CpuStepError>),
@@ -324,14 +308,7 @@ impl CpuEngine {
     /// Runs the encoder over `sources` (token ids, no BOS/EOS; each 1..=max_seq_len long) and
     /// projects every decoder layer's cross-attention keys and values.
     pub fn encode_pieces(&self, sources: &[Vec<u32>]) -> Result<CpuEncoded, CpuError> {
-        let max_seq_len = self.config.max_seq_len;
-        let fits = |s: &Vec<u32>| (1..=max_seq_len).contains(&s.len());
-        if sources.is_empty() || !sources.iter().all(fits) {
-            return Err(CpuError::Sources {
-                max_seq_len,
-                lengths: sources.iter().map(Vec::len).collect(),
-            });
-        }
+        RequestError::check_sources(sources, self.config.max_seq_len)?;
         let (d, heads) = (self.config.d_model, self.config.n_heads);
         let dh = d / heads;
         let lengths: Vec<usize> = sources.iter().map(Vec::len).collect();
@@ -347,7 +324,7 @@ impl CpuEngine {
         let tokens: Vec<u32> = sources.concat();
         let positions: Vec<usize> = lengths.iter().flat_map(|&l| 0..l).collect();
         let mut x = ops::embed(&tokens, &positions, &self.src_embed, &self.positions);
-        let mut weights = vec![0.0; max_seq_len];
+        let mut weights = vec![0.0; self.config.max_seq_len];
         for layer in &self.encoder {
             let qkv = self.matmul(&x, rows, &layer.self_attn.qkv, false);
             let mut ctx = vec![0.0; rows * d];
@@ -404,18 +381,13 @@ impl CpuEngine {
         i: usize,
         target_len: Option<usize>,
     ) -> Result<(), CpuError> {
-        let max_seq_len = self.config.max_seq_len;
-        let target_fits = target_len.is_none_or(|t| (1..=max_seq_len).contains(&t));
-        if i < encoded.lengths.len() && target_fits {
-            Ok(())
-        } else {
-            Err(CpuError::Piece {
-                i,
-                batch: encoded.lengths.len(),
-                target_len: target_len.unwrap_or(0),
-                max_seq_len,
-            })
-        }
+        let batch = encoded.lengths.len();
+        Ok(RequestError::check_piece(
+            i,
+            batch,
+            target_len,
+            self.config.max_seq_len,
+        )?)
     }
 
     /// The decoder over `target_in` (BOS first, `T` tokens) for piece `i` of `encoded`, one

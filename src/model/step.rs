@@ -10,7 +10,7 @@ use crate::search::{
     apply_repetition_penalty, beam_search, log_softmax, top_k,
 };
 use crate::tokenizer::Tokenizer;
-use crate::translate::{SearchStats, TranslationEngine, now_ms};
+use crate::translate::{RequestError, SearchStats, TranslationEngine, now_ms};
 use crate::weights::Bundle;
 use burn::tensor::{Device, Int, Tensor, TensorData, TensorReadError};
 
@@ -120,32 +120,9 @@ pub enum BurnError {
     /// Impossible search options.
     #[error(transparent)]
     Options(#[from] OptionsError),
-    /// Sources the model cannot take (the pipeline never asks for them).
-    #[error(
-        "sources must be 1..={max_seq_len} tokens long and at least one; got lengths {lengths:?}"
-    )]
-    Sources {
-        /// The model's longest sequence.
-        max_seq_len: usize,
-        /// The source lengths asked for.
-        lengths: Vec<usize>,
-    },
-    /// A piece beyond the encoded batch, or a target the decoder cannot read at once (the
-    /// pipeline never asks for them).
-    #[error(
-        "piece {i} of a batch of {batch} with a target of {target_len} tokens: the batch has \
-         pieces 0..{batch} and a target takes 1..={max_seq_len} tokens"
-    )]
-    Piece {
-        /// The piece asked for.
-        i: usize,
-        /// Pieces encoded.
-        batch: usize,
-        /// The target's length (none for a search).
-        target_len: usize,
-        /// The model's longest sequence.
-        max_seq_len: usize,
-    },
+    /// A request the pipeline never makes: bad sources, piece or target length.
+    #[error(transparent)]
+    Request(#[from] RequestError),
     /// The search failed, or the model inside it.
     #[error(transparent)]
     Search(#[from] SearchError<BurnStepError>),
@@ -187,17 +164,8 @@ impl BurnEngine {
         i: usize,
         target_len: Option<usize>,
     ) -> Result<&'a [u32], BurnError> {
-        let max_seq_len = self.config.max_seq_len;
-        let target_fits = target_len.is_none_or(|t| (1..=max_seq_len).contains(&t));
-        match encoded.get(i) {
-            Some(piece) if target_fits => Ok(piece),
-            _ => Err(BurnError::Piece {
-                i,
-                batch: encoded.len(),
-                target_len: target_len.unwrap_or(0),
-                max_seq_len,
-            }),
-        }
+        RequestError::check_piece(i, encoded.len(), target_len, self.config.max_seq_len)?;
+        Ok(&encoded[i])
     }
 }
 
@@ -222,14 +190,7 @@ impl TranslationEngine for BurnEngine {
     }
 
     async fn encode(&self, sources: &[Vec<u32>]) -> Result<Vec<Vec<u32>>, BurnError> {
-        let max_seq_len = self.config.max_seq_len;
-        let fits = |s: &Vec<u32>| (1..=max_seq_len).contains(&s.len());
-        if sources.is_empty() || !sources.iter().all(fits) {
-            return Err(BurnError::Sources {
-                max_seq_len,
-                lengths: sources.iter().map(Vec::len).collect(),
-            });
-        }
+        RequestError::check_sources(sources, self.config.max_seq_len)?;
         Ok(sources.to_vec())
     }
 

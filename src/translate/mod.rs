@@ -105,6 +105,71 @@ pub enum TranslateError<E> {
     Cancelled,
 }
 
+/// A request an engine cannot serve. [`translate`] never makes one; engines check anyway, with
+/// these two checks, so a direct caller gets an error instead of a panic.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum RequestError {
+    /// Sources the model cannot take.
+    #[error(
+        "sources must be 1..={max_seq_len} tokens long and at least one; got lengths {lengths:?}"
+    )]
+    Sources {
+        /// The model's longest sequence.
+        max_seq_len: usize,
+        /// The source lengths asked for.
+        lengths: Vec<usize>,
+    },
+    /// A piece beyond the encoded batch, or a target the decoder cannot read at once.
+    #[error(
+        "piece {i} of a batch of {batch} with a target of {target_len} tokens: the batch has \
+         pieces 0..{batch} and a target takes 1..={max_seq_len} tokens"
+    )]
+    Piece {
+        /// The piece asked for.
+        i: usize,
+        /// Pieces encoded.
+        batch: usize,
+        /// The target's length (0 for a search).
+        target_len: usize,
+        /// The model's longest sequence.
+        max_seq_len: usize,
+    },
+}
+
+impl RequestError {
+    /// At least one source, each 1..=`max_seq_len` tokens long.
+    pub fn check_sources(sources: &[Vec<u32>], max_seq_len: usize) -> Result<(), Self> {
+        let fits = |s: &Vec<u32>| (1..=max_seq_len).contains(&s.len());
+        if sources.is_empty() || !sources.iter().all(fits) {
+            return Err(Self::Sources {
+                max_seq_len,
+                lengths: sources.iter().map(Vec::len).collect(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Piece `i` of a batch of `batch`, with a target (teacher forcing) of 1..=`max_seq_len`
+    /// tokens when one is given.
+    pub fn check_piece(
+        i: usize,
+        batch: usize,
+        target_len: Option<usize>,
+        max_seq_len: usize,
+    ) -> Result<(), Self> {
+        let target_fits = target_len.is_none_or(|t| (1..=max_seq_len).contains(&t));
+        if i < batch && target_fits {
+            return Ok(());
+        }
+        Err(Self::Piece {
+            i,
+            batch,
+            target_len: target_len.unwrap_or(0),
+            max_seq_len,
+        })
+    }
+}
+
 /// Token ids of `sentence` for the encoder, split into chunks of at most `max_seq_len` tokens
 /// (a longer sentence is translated chunk by chunk, never cut).
 pub fn source_chunks<E: TranslationEngine>(
