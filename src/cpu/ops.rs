@@ -113,7 +113,8 @@ mod tests {
     fn embed_matches_reference() {
         let mut rng = SmallRng::seed_from_u64(1);
         let (vocab, d) = (13, 12);
-        let table = QuantizedMatrix::quantize(&random(&mut rng, vocab * d), vocab, d).unwrap();
+        let table = QuantizedMatrix::quantize(&random(&mut rng, vocab * d), vocab, d)
+            .expect("a valid int8 shape");
         let tokens = [0, 5, 12, 40, 7, 3, 2];
         let seq = 7;
         let pe = crate::positions::positional_encoding(3 + seq, d);
