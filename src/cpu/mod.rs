@@ -23,7 +23,7 @@ pub mod ops;
 #[cfg(test)]
 mod tests;
 
-use crate::config::{BOS_ID, EOS_ID, ModelConfig};
+use crate::config::ModelConfig;
 use crate::positions::positional_encoding;
 use crate::search::{
     Candidate, OptionsError, SearchError, SearchOptions, SearchResult, StepModel, StepRequest,
@@ -564,14 +564,6 @@ impl<'a> CpuSession<'a> {
 
 impl StepModel for CpuSession<'_> {
     type Error = CpuStepError;
-
-    fn bos(&self) -> u32 {
-        BOS_ID
-    }
-
-    fn eos(&self) -> u32 {
-        EOS_ID
-    }
 
     fn max_len_cap(&self) -> usize {
         self.capacity

@@ -1,7 +1,6 @@
 //! One sentence's decoder on the GPU: the [`StepModel`] that beam search drives.
 
 use super::{Cross, Encoded, Engine, EngineError, Scratch, SelfKv};
-use crate::config::{BOS_ID, EOS_ID};
 use crate::gpu::{DispatchPool, GpuError};
 use crate::kernels::attention::{Ancestors, AttentionLayout};
 use crate::kernels::embed::EmbedArgs;
@@ -206,14 +205,6 @@ impl<'e> Session<'e> {
 
 impl StepModel for Session<'_> {
     type Error = GpuError;
-
-    fn bos(&self) -> u32 {
-        BOS_ID
-    }
-
-    fn eos(&self) -> u32 {
-        EOS_ID
-    }
 
     fn max_len_cap(&self) -> usize {
         self.capacity

@@ -4,7 +4,7 @@
 //! oracle of the engine tests.
 
 use super::{DecoderCache, Transformer};
-use crate::config::{BOS_ID, EOS_ID, ModelConfig};
+use crate::config::ModelConfig;
 use crate::search::{
     Candidate, OptionsError, SearchError, SearchOptions, SearchResult, StepModel, StepRequest,
     apply_repetition_penalty, beam_search, log_softmax, top_k,
@@ -56,14 +56,6 @@ impl<'m> BurnSession<'m> {
 
 impl StepModel for BurnSession<'_> {
     type Error = BurnStepError;
-
-    fn bos(&self) -> u32 {
-        BOS_ID
-    }
-
-    fn eos(&self) -> u32 {
-        EOS_ID
-    }
 
     fn max_len_cap(&self) -> usize {
         self.cap

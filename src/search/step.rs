@@ -48,11 +48,15 @@ pub trait StepModel {
     /// What can go wrong inside the model.
     type Error: std::error::Error + 'static;
 
-    /// The token fed at step 0.
-    fn bos(&self) -> u32;
+    /// The token fed at step 0 (the models' `<s>`).
+    fn bos(&self) -> u32 {
+        crate::config::BOS_ID
+    }
 
-    /// The token that ends a hypothesis.
-    fn eos(&self) -> u32;
+    /// The token that ends a hypothesis (the models' `</s>`).
+    fn eos(&self) -> u32 {
+        crate::config::EOS_ID
+    }
 
     /// The longest target the model supports (its positional table), in generated tokens.
     fn max_len_cap(&self) -> usize;
