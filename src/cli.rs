@@ -1,9 +1,11 @@
-//! What the command-line tools share: the decoding flags of `translate` and `evaluate`, the
+//! What the command-line tools share: the decoding flags of `translate` and `evaluate`
+//! (`--batch` among them), the
 //! engine choice ([`EngineArgs`]: `--engine gpu|cpu`, `--threads`), and how a tool reports an
 //! error ([`run_main`]).
 
 use crate::cpu::CpuOptions;
 use crate::search::SearchOptions;
+use crate::translate::{DEFAULT_BATCH, MAX_BATCH, TranslateOptions};
 use std::error::Error;
 use std::process::ExitCode;
 
@@ -75,6 +77,11 @@ pub struct SearchArgs {
     /// flags still override.
     #[arg(long)]
     pub greedy: bool,
+    /// Sentences decoded together (every live beam of each is a row of one decoder step);
+    /// changes no translation, only the speed. 1: one sentence at a time.
+    #[arg(long, default_value_t = DEFAULT_BATCH,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=MAX_BATCH as u64))]
+    pub batch: usize,
 }
 
 impl SearchArgs {
@@ -96,6 +103,16 @@ impl SearchArgs {
         o.max_len_a = self.max_len_a.unwrap_or(o.max_len_a);
         o.max_len_b = self.max_len_b.unwrap_or(o.max_len_b);
         o
+    }
+
+    /// The options of [`crate::translate::translate`]: these search options, `--batch`, and
+    /// heatmaps if `attention`.
+    pub fn translate_options(&self, attention: bool) -> TranslateOptions {
+        TranslateOptions {
+            search: self.options(),
+            attention,
+            batch: self.batch,
+        }
     }
 }
 

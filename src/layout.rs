@@ -75,6 +75,18 @@ impl AttentionLayout {
         }
     }
 
+    /// Queries `[rows, 1, d_model]` of a batch of sentences over the fused key/value projection
+    /// of the encoder batch, `[batch, seq, 2 · d_model]`: with an owner table (the kernel's
+    /// `ancestors`, `owner[r · stride + j]` = row `r`'s sentence in the encoder batch), key `j`
+    /// of row `r` is row `j + owner · seq`.
+    pub const fn batch_cross(d_model: usize, seq: usize) -> Self {
+        Self {
+            pos_rows: 1,
+            batch_rows: seq,
+            ..Self::cross(d_model, 0)
+        }
+    }
+
     /// The decoder's self-attention KV cache at step `t`: `[capacity, beams, 3 · d_model]`,
     /// position-major, each step's fused QKV projection of every beam written at position `t`
     /// and never moved; key `j` of beam `b` is in the slot of its ancestor at step `j`.

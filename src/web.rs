@@ -199,11 +199,11 @@ impl TranslationEngine for PageCpuEngine {
     async fn search(
         &self,
         encoded: &CpuEncoded,
-        i: usize,
+        pieces: &[usize],
         options: &SearchOptions,
-    ) -> Result<(SearchResult, SearchStats), CpuError> {
+    ) -> Result<(Vec<SearchResult>, SearchStats), CpuError> {
         yield_to_event_loop().await;
-        self.0.search(encoded, i, options).await
+        self.0.search(encoded, pieces, options).await
     }
 
     async fn cross_attention(

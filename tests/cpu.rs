@@ -15,7 +15,7 @@ use webnmt::config::BOS_ID;
 use webnmt::cpu::{CpuEngine, CpuOptions, MatmulKind};
 use webnmt::model::{BurnEngine, BurnSession, Transformer, greedy_decode};
 use webnmt::search::{SearchOptions, SearchResult, beam_search, log_softmax};
-use webnmt::translate::{TranslateOptions, TranslationEngine, translate};
+use webnmt::translate::{SearchStats, TranslateOptions, TranslationEngine, translate};
 use webnmt::weights::Bundle;
 
 const TINY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/tiny/bundle");
@@ -65,6 +65,44 @@ fn burn_teacher_forced(
         logits.try_into_vec_as().expect("logits"),
         weights.try_into_vec_as().expect("weights"),
     )
+}
+
+/// One piece's search, alone.
+fn search_one<E: TranslationEngine>(
+    engine: &E,
+    encoded: &E::Encoded,
+    i: usize,
+    options: &SearchOptions,
+) -> Result<(SearchResult, SearchStats), E::Error> {
+    let (mut results, stats) = block_on(engine.search(encoded, &[i], options))?;
+    Ok((results.remove(0), stats))
+}
+
+/// Every piece of 50 sentences (two encoder batches) searched in one batch equals its search
+/// alone: the same hypotheses, scores and steps, for greedy, beam 4 and the defaults.
+fn assert_batched_equals_alone<E: TranslationEngine>(engine: &E, sources: &[Vec<u32>])
+where
+    E::Error: std::fmt::Debug,
+{
+    let beam4 = SearchOptions {
+        beam: 4,
+        groups: 1,
+        diversity: 0.0,
+        n_best: 4,
+        ..SearchOptions::default()
+    };
+    for options in [SearchOptions::greedy(), beam4, SearchOptions::default()] {
+        for batch in sources.chunks(25) {
+            let encoded = block_on(engine.encode(batch)).expect("encoder runs");
+            let all: Vec<usize> = (0..batch.len()).collect();
+            let (batched, _) = block_on(engine.search(&encoded, &all, &options)).expect("batch");
+            assert_eq!(batched.len(), batch.len());
+            for (i, together) in batched.iter().enumerate() {
+                let (alone, _) = search_one(engine, &encoded, i, &options).expect("search");
+                assert_eq!(together, &alone, "piece {i} with {options:?}");
+            }
+        }
+    }
 }
 
 #[test]
@@ -150,7 +188,7 @@ fn cpu_greedy_equals_burn_greedy_on_50_sentences() {
             let batch = &sources[chunk..(chunk + 32).min(sources.len())];
             let encoded = block_on(engine.encode(batch)).expect("encoder runs");
             for (j, src) in batch.iter().enumerate() {
-                let (result, _) = block_on(engine.search(&encoded, j, &options)).expect("search");
+                let (result, _) = search_one(&engine, &encoded, j, &options).expect("search");
                 let ours = &result.hypotheses[0].tokens;
                 let max_len = options.max_target_len(src.len(), cap);
                 let theirs = &greedy_decode(&model, std::slice::from_ref(src), max_len, &device)
@@ -191,7 +229,7 @@ fn cpu_beam_search_equals_burn_beam_search() {
             let batch = &sources[chunk..(chunk + 32).min(sources.len())];
             let encoded = block_on(engine.encode(batch)).expect("encoder runs");
             for (j, src) in batch.iter().enumerate() {
-                let (ours, _) = block_on(engine.search(&encoded, j, &options)).expect("search");
+                let (ours, _) = search_one(&engine, &encoded, j, &options).expect("search");
                 let mut session = BurnSession::new(&model, src, cap, &device);
                 let theirs =
                     block_on(beam_search(&mut session, &options, src.len())).expect("burn search");
@@ -250,6 +288,7 @@ fn cpu_engine_translates_text_like_burn() {
         TranslateOptions {
             search: SearchOptions::greedy(),
             attention: true,
+            ..TranslateOptions::default()
         },
         TranslateOptions {
             search: SearchOptions {
@@ -257,6 +296,7 @@ fn cpu_engine_translates_text_like_burn() {
                 ..SearchOptions::default()
             },
             attention: true,
+            ..TranslateOptions::default()
         },
     ] {
         for pair in lines.chunks(2) {
@@ -298,6 +338,14 @@ fn cpu_engine_rejects_bad_pieces() {
         .expect("encoder runs");
     assert!(engine.teacher_forced(&encoded, 1, &[BOS_ID]).is_err());
     assert!(engine.teacher_forced(&encoded, 0, &[]).is_err());
-    let err = block_on(engine.search(&encoded, 3, &SearchOptions::greedy()));
+    let err = search_one(&engine, &encoded, 3, &SearchOptions::greedy());
     assert!(err.is_err());
+}
+
+#[test]
+fn cpu_batched_search_equals_one_at_a_time() {
+    for kind in [MatmulKind::F32, MatmulKind::Int8] {
+        let engine = engine(kind);
+        assert_batched_equals_alone(&engine, &sources(&engine));
+    }
 }

@@ -9,8 +9,8 @@ use webnmt::config::{BOS_ID, EOS_ID};
 use webnmt::gpu::testing::gpu_or_skip;
 use webnmt::infer::Engine;
 use webnmt::model::{BurnEngine, BurnSession, Transformer, greedy_decode};
-use webnmt::search::{SearchOptions, beam_search, log_softmax};
-use webnmt::translate::{TranslateOptions, TranslationEngine, translate};
+use webnmt::search::{SearchOptions, SearchResult, beam_search, log_softmax};
+use webnmt::translate::{SearchStats, TranslateOptions, TranslationEngine, translate};
 use webnmt::weights::Bundle;
 
 const TINY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/tiny/bundle");
@@ -37,6 +37,44 @@ fn sources(engine: &Engine) -> Vec<Vec<u32>> {
         .collect();
     assert_eq!(sources.len(), 50);
     sources
+}
+
+/// One piece's search, alone.
+fn search_one<E: TranslationEngine>(
+    engine: &E,
+    encoded: &E::Encoded,
+    i: usize,
+    options: &SearchOptions,
+) -> Result<(SearchResult, SearchStats), E::Error> {
+    let (mut results, stats) = block_on(engine.search(encoded, &[i], options))?;
+    Ok((results.remove(0), stats))
+}
+
+/// Every piece of 50 sentences (two encoder batches) searched in one batch equals its search
+/// alone: the same hypotheses, scores and steps, for greedy, beam 4 and the defaults.
+fn assert_batched_equals_alone<E: TranslationEngine>(engine: &E, sources: &[Vec<u32>])
+where
+    E::Error: std::fmt::Debug,
+{
+    let beam4 = SearchOptions {
+        beam: 4,
+        groups: 1,
+        diversity: 0.0,
+        n_best: 4,
+        ..SearchOptions::default()
+    };
+    for options in [SearchOptions::greedy(), beam4, SearchOptions::default()] {
+        for batch in sources.chunks(25) {
+            let encoded = block_on(engine.encode(batch)).expect("encoder runs");
+            let all: Vec<usize> = (0..batch.len()).collect();
+            let (batched, _) = block_on(engine.search(&encoded, &all, &options)).expect("batch");
+            assert_eq!(batched.len(), batch.len());
+            for (i, together) in batched.iter().enumerate() {
+                let (alone, _) = search_one(engine, &encoded, i, &options).expect("search");
+                assert_eq!(together, &alone, "piece {i} with {options:?}");
+            }
+        }
+    }
 }
 
 #[test]
@@ -87,7 +125,7 @@ fn greedy_equals_burn_greedy_on_50_sentences() {
     let encoded = block_on(engine.encode(&sources)).expect("encoder runs");
     let cap = engine.config().max_seq_len;
     for (i, src) in sources.iter().enumerate() {
-        let (result, stats) = block_on(engine.search(&encoded, i, &options)).expect("search");
+        let (result, stats) = search_one(&engine, &encoded, i, &options).expect("search");
         let ours = &result.hypotheses[0].tokens;
         let max_len = options.max_target_len(src.len(), cap);
         // burn's greedy emits at most `max_len` tokens without EOS; the search counts EOS.
@@ -113,7 +151,7 @@ fn beam_search_equals_burn_beam_search() {
         ..SearchOptions::default()
     };
     for (i, src) in sources[..12].iter().enumerate() {
-        let (ours, _) = block_on(engine.search(&encoded, i, &options)).expect("engine search");
+        let (ours, _) = search_one(&engine, &encoded, i, &options).expect("engine search");
         let mut burn = BurnSession::new(&model, src, cap, &device);
         let theirs = block_on(beam_search(&mut burn, &options, src.len())).expect("burn search");
         let tokens = |r: &webnmt::search::SearchResult| {
@@ -152,6 +190,7 @@ fn both_engines_translate_text_alike() {
         TranslateOptions {
             search: SearchOptions::greedy(),
             attention: true,
+            ..TranslateOptions::default()
         },
         TranslateOptions {
             search: SearchOptions {
@@ -159,6 +198,7 @@ fn both_engines_translate_text_alike() {
                 ..SearchOptions::default()
             },
             attention: true,
+            ..TranslateOptions::default()
         },
     ] {
         for pair in lines.chunks(2) {
@@ -207,7 +247,7 @@ fn cached_steps_agree_with_the_teacher_forced_pass() {
     };
     let vocab = engine.config().tgt_vocab_size;
     for i in 0..8 {
-        let (result, _) = block_on(engine.search(&encoded, i, &options)).expect("search");
+        let (result, _) = search_one(&engine, &encoded, i, &options).expect("search");
         let best = &result.hypotheses[0];
         // Without the repetition penalty's effect, the step log-probs the search summed must be
         // the teacher-forced pass's: compare on hypotheses that repeat no token in the window.
@@ -260,7 +300,7 @@ fn a_batch_beyond_the_adapters_limits_is_an_error_not_a_panic() {
     );
     // The engine still works afterwards.
     let encoded = block_on(engine.encode(&sources[..1])).expect("a small batch still runs");
-    block_on(engine.search(&encoded, 0, &SearchOptions::greedy())).expect("and decodes");
+    search_one(&engine, &encoded, 0, &SearchOptions::greedy()).expect("and decodes");
 }
 
 #[test]
@@ -272,7 +312,7 @@ fn a_lost_device_is_an_error_not_a_panic() {
     let encoded = block_on(engine.encode(&sources[..2])).expect("encoder runs");
     // What a driver reset or a removed GPU does to a live device.
     engine.gpu().device.destroy();
-    let err = block_on(engine.search(&encoded, 0, &SearchOptions::greedy()))
+    let err = search_one(&engine, &encoded, 0, &SearchOptions::greedy())
         .expect_err("no translation from a lost device");
     assert!(!err.to_string().is_empty());
     let err = block_on(translate(
@@ -283,4 +323,12 @@ fn a_lost_device_is_an_error_not_a_panic() {
     ))
     .expect_err("no translation from a lost device");
     eprintln!("after device loss: {err}");
+}
+
+#[test]
+fn batched_search_equals_one_at_a_time() {
+    let Some((engine, _, _)) = load("batched_search_equals_one_at_a_time") else {
+        return;
+    };
+    assert_batched_equals_alone(&engine, &sources(&engine));
 }

@@ -162,7 +162,7 @@ async fn engine_row<E: TranslationEngine>(
 ) -> CliResult<Row> {
     let options = TranslateOptions {
         search,
-        attention: false,
+        ..TranslateOptions::default()
     };
     let (mut ms, mut tokens, mut steps) = (Vec::new(), 0, 0);
     let (mut enc, mut dec, mut book) = (0.0, 0.0, 0.0);
@@ -205,7 +205,7 @@ async fn burn_row(
     let engine = BurnEngine::new(model, bundle, device);
     let options = TranslateOptions {
         search: SearchOptions::greedy(),
-        attention: false,
+        ..TranslateOptions::default()
     };
     for line in lines.iter().take(warm_up) {
         translate(&engine, line, &options, &|| false).await?;

@@ -16,7 +16,7 @@ use webnmt::cpu::CpuEngine;
 use webnmt::eval::{self, EvalReport};
 use webnmt::gpu::Gpu;
 use webnmt::infer::Engine;
-use webnmt::translate::{TranslateOptions, TranslationEngine, now_ms, translate};
+use webnmt::translate::{TranslateOptions, TranslationEngine, now_ms, translate_texts};
 use webnmt::weights::Bundle;
 
 /// Score translations with sacreBLEU-compatible BLEU / chrF and an error analysis.
@@ -80,10 +80,7 @@ fn read_lines(path: &Path, limit: Option<usize>) -> CliResult<Vec<String>> {
 }
 
 async fn run(args: Args) -> CliResult {
-    let options = TranslateOptions {
-        search: args.search.options(),
-        attention: false,
-    };
+    let options = args.search.translate_options(false);
     let sources = match &args.src {
         Some(p) => Some(read_lines(p, args.limit)?),
         None => None,
@@ -171,14 +168,14 @@ async fn translate_lines<E: TranslationEngine>(
     sources: &[String],
     options: &TranslateOptions,
 ) -> CliResult<Vec<String>> {
-    let mut hyps = Vec::with_capacity(sources.len());
-    for (i, line) in sources.iter().enumerate() {
-        let t = translate(engine, line, options, &|| false)
-            .await
-            .map_err(|e| format!("line {}: {e}", i + 1))?;
-        hyps.push(t.text);
+    let mut hyps = vec![String::new(); sources.len()];
+    let texts: Vec<&str> = sources.iter().map(String::as_str).collect();
+    translate_texts(engine, &texts, options, &|| false, None, &mut |i, t| {
+        hyps[i] = t.text;
         progress(i + 1, sources.len());
-    }
+    })
+    .await
+    .map_err(|e| format!("translating {} lines: {e}", sources.len()))?;
     Ok(hyps)
 }
 

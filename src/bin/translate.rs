@@ -1,7 +1,9 @@
 //! `translate`: translates stdin line by line with the GPU engine (wgpu: Vulkan, Metal, DX12;
 //! lavapipe on a machine without a GPU) or, with `--engine cpu` or when no GPU adapter is found,
 //! with the int8 CPU engine. One line in, one line out, always: an empty line gives
-//! an empty line. Decoding defaults are the reference implementation's (beam 8 in 4 diverse
+//! an empty line. Lines are read ahead and translated together (`--batch` sentences per decoder
+//! step, repeated sentences once); each line is written and flushed as soon as it and every
+//! line before it are translated, so interactive use answers line by line. Decoding defaults are the reference implementation's (beam 8 in 4 diverse
 //! groups, diversity 0.5, length penalty 0.6, repetition penalty 1.5 over 30 tokens).
 
 use clap::Parser;
@@ -12,7 +14,9 @@ use webnmt::cli::{CliResult, EngineArgs, EngineKind, SearchArgs, run_main};
 use webnmt::cpu::CpuEngine;
 use webnmt::gpu::Gpu;
 use webnmt::infer::Engine;
-use webnmt::translate::{TranslateOptions, Translation, TranslationEngine, translate};
+use webnmt::translate::{
+    TranslateOptions, Translation, TranslationCache, TranslationEngine, translate_texts,
+};
 use webnmt::weights::Bundle;
 
 /// Translate text from stdin with a webnmt model bundle on the GPU (or the CPU).
@@ -39,10 +43,7 @@ fn main() -> ExitCode {
 }
 
 async fn run(args: Args) -> CliResult {
-    let options = TranslateOptions {
-        search: args.search.options(),
-        attention: args.attention,
-    };
+    let options = args.search.translate_options(args.attention);
     let bundle = Bundle::from_dir(&args.model)?;
     if args.engine.engine == EngineKind::Gpu {
         match Gpu::new().await {
@@ -72,38 +73,83 @@ async fn run(args: Args) -> CliResult {
     translate_stdin(&engine, &options, args.json).await
 }
 
+/// Lines translated in one call at most: enough to fill several decoder batches.
+const LINES_PER_CALL: usize = 256;
+
 /// Translates stdin to stdout line by line with `engine`, then prints the summary on stderr.
+/// A reader thread reads ahead; each call translates the lines read so far (at least one, at
+/// most [`LINES_PER_CALL`]), so a file is translated in big batches and a person typing gets
+/// each line back at once.
 async fn translate_stdin<E: TranslationEngine>(
     engine: &E,
     options: &TranslateOptions,
     json: bool,
 ) -> CliResult {
-    let stdin = std::io::stdin().lock();
+    let (send, lines) = std::sync::mpsc::sync_channel::<Result<String, String>>(4 * LINES_PER_CALL);
+    std::thread::spawn(move || {
+        let stdin = std::io::stdin().lock();
+        for (n, line) in stdin.split(b'\n').enumerate() {
+            let line = line
+                .map_err(|e| format!("reading stdin: {e}"))
+                .and_then(|line| {
+                    String::from_utf8(line).map_err(|e| {
+                        format!(
+                            "stdin line {} is not valid UTF-8 (byte {}); convert the input to UTF-8",
+                            n + 1,
+                            e.utf8_error().valid_up_to()
+                        )
+                    })
+                })
+                .map(|line| line.strip_suffix('\r').unwrap_or(&line).to_string());
+            let failed = line.is_err();
+            if send.send(line).is_err() || failed {
+                return;
+            }
+        }
+    });
     let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
     let mut total = Summary::default();
-    for (n, line) in stdin.split(b'\n').enumerate() {
-        let line = line.map_err(|e| format!("reading stdin: {e}"))?;
-        let line = String::from_utf8(line).map_err(|e| {
-            format!(
-                "stdin line {} is not valid UTF-8 (byte {}); convert the input to UTF-8",
-                n + 1,
-                e.utf8_error().valid_up_to()
-            )
-        })?;
-        let line = line.strip_suffix('\r').unwrap_or(&line);
-        let translation = translate(engine, line, options, &|| false)
-            .await
-            .map_err(|e| format!("line {}: {e}", n + 1))?;
-        total.add(&translation);
-        let out = if json {
-            serde_json::to_string(&translation)?
-        } else {
-            translation.text.replace(['\n', '\r'], " ")
-        };
-        writeln!(stdout, "{out}")
-            .and_then(|()| stdout.flush())
-            .map_err(|e| format!("writing stdout: {e}"))?;
+    let mut cache = TranslationCache::default();
+    let mut first_line = 1;
+    // Blocks for the first line of each call, then takes what is already there.
+    while let Ok(line) = lines.recv() {
+        let mut chunk = vec![line?];
+        while chunk.len() < LINES_PER_CALL {
+            match lines.try_recv() {
+                Ok(line) => chunk.push(line?),
+                Err(_) => break,
+            }
+        }
+        let texts: Vec<&str> = chunk.iter().map(String::as_str).collect();
+        let mut written = Ok(());
+        translate_texts(
+            engine,
+            &texts,
+            options,
+            &|| false,
+            Some(&mut cache),
+            &mut |_, translation| {
+                total.add(&translation);
+                let out = if json {
+                    serde_json::to_string(&translation).map_err(|e| e.to_string())
+                } else {
+                    Ok(translation.text.replace(['\n', '\r'], " "))
+                };
+                if written.is_ok() {
+                    written = out.and_then(|out| {
+                        writeln!(stdout, "{out}")
+                            .and_then(|()| stdout.flush())
+                            .map_err(|e| format!("writing stdout: {e}"))
+                    });
+                }
+            },
+        )
+        .await
+        .map_err(|e| format!("lines {first_line}..={}: {e}", first_line + chunk.len() - 1))?;
+        written?;
+        first_line += chunk.len();
     }
+    total.cached = cache.hits;
     total.report();
     Ok(())
 }
@@ -117,6 +163,8 @@ struct Summary {
     dispatches: u64,
     submits: u64,
     bytes_read: u64,
+    /// Sentences (pieces) answered from the cache: repeated ones.
+    cached: usize,
 }
 
 impl Summary {
@@ -145,5 +193,8 @@ impl Summary {
             self.submits as f64 / steps,
             self.bytes_read as f64 / steps,
         );
+        if self.cached > 0 {
+            eprintln!("{} repeated sentences translated once", self.cached);
+        }
     }
 }

@@ -27,7 +27,7 @@ use crate::config::ModelConfig;
 use crate::positions::positional_encoding;
 use crate::search::{
     Candidate, OptionsError, SearchError, SearchOptions, SearchResult, StepModel, StepRequest,
-    apply_repetition_penalty, beam_search, log_softmax, top_k,
+    apply_repetition_penalty, beam_search_batch, log_softmax, top_k,
 };
 use crate::tokenizer::Tokenizer;
 use crate::translate::{RequestError, SearchStats, TranslationEngine, now_ms};
@@ -36,11 +36,12 @@ use crate::weights::{Bundle, BundleError};
 pub use matmul::{MatmulKind, Q8Linear};
 
 /// Why a decoder step of the CPU engine failed: the search asked for more rows or positions
-/// than the session holds (a broken contract; the search never does).
+/// than the session holds, or rows of sentences it does not have (a broken contract; the
+/// search never does).
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "CPU decoder step {step} with {rows} rows; this session holds {beams} rows and {capacity} \
-     positions"
+    "CPU decoder step {step} with {rows} rows; this session holds {beams} rows, {capacity} \
+     positions, and one sentence index per row below its number of pieces"
 )]
 pub struct CpuStepError {
     pub step: usize,
@@ -401,12 +402,12 @@ impl CpuEngine {
     ) -> Result<(Vec<f32>, Vec<f32>), CpuError> {
         self.check_piece(encoded, i, Some(target_in.len()))?;
         let (t_len, s_len, heads) = (target_in.len(), encoded.lengths[i], self.config.n_heads);
-        let mut session = CpuSession::new(self, encoded, i, 1, t_len);
+        let mut session = CpuSession::new(self, encoded, &[i], 1, t_len);
         let mut logits = Vec::with_capacity(t_len * self.config.tgt_vocab_size);
         let mut weights = vec![0.0; heads * t_len * s_len];
         let mut step_weights = Vec::new();
         for (t, &token) in target_in.iter().enumerate() {
-            logits.extend(session.forward(t, &[token], &[0], Some(&mut step_weights))?);
+            logits.extend(session.forward(t, &[token], &[0], &[0], Some(&mut step_weights))?);
             for h in 0..heads {
                 weights[(h * t_len + t) * s_len..][..s_len]
                     .copy_from_slice(&step_weights[h * s_len..][..s_len]);
@@ -416,12 +417,16 @@ impl CpuEngine {
     }
 }
 
-/// One piece decoded with a KV cache: the [`StepModel`] of the CPU engine.
+/// A batch of pieces decoded with a KV cache: the [`StepModel`] of the CPU engine. Every live
+/// row of every piece is a row of one step; a row attends to its own piece's source, and
+/// every product is row by row, so batching changes no translation.
 pub struct CpuSession<'a> {
     engine: &'a CpuEngine,
-    /// Per decoder layer: the piece's cross-attention keys and values `[src_len, 2 · d_model]`.
-    cross: Vec<&'a [f32]>,
-    src_len: usize,
+    /// Per piece (`StepRow::sentence`), per decoder layer: its cross-attention keys and
+    /// values `[src_len, 2 · d_model]`.
+    cross: Vec<Vec<&'a [f32]>>,
+    /// Source tokens per piece.
+    src_lens: Vec<usize>,
     /// Rows per step at most.
     beams: usize,
     /// Positions (steps) at most.
@@ -432,33 +437,42 @@ pub struct CpuSession<'a> {
     slots: Vec<Vec<usize>>,
     /// Time inside [`StepModel::step`].
     step_ms: f64,
+    /// Steps run.
+    steps: usize,
 }
 
 impl<'a> CpuSession<'a> {
-    /// A session for piece `i` of `encoded` with up to `beams` rows and `capacity` steps.
+    /// A session for `pieces` of `encoded` (valid indices) with up to `beams` rows per piece
+    /// and `capacity` steps.
     pub fn new(
         engine: &'a CpuEngine,
         encoded: &'a CpuEncoded,
-        i: usize,
+        pieces: &[usize],
         beams: usize,
         capacity: usize,
     ) -> Self {
         let d = engine.config.d_model;
-        let (off, len) = (encoded.offsets[i], encoded.lengths[i]);
-        let (beams, capacity) = (beams.max(1), capacity.max(1));
+        let (beams, capacity) = (beams.max(1) * pieces.len().max(1), capacity.max(1));
         Self {
             engine,
-            cross: encoded
-                .cross
+            cross: pieces
                 .iter()
-                .map(|kv| &kv[off * 2 * d..(off + len) * 2 * d])
+                .map(|&i| {
+                    let (off, len) = (encoded.offsets[i], encoded.lengths[i]);
+                    encoded
+                        .cross
+                        .iter()
+                        .map(|kv| &kv[off * 2 * d..(off + len) * 2 * d])
+                        .collect()
+                })
                 .collect(),
-            src_len: len,
+            src_lens: pieces.iter().map(|&i| encoded.lengths[i]).collect(),
             beams,
             capacity,
             cache: vec![vec![0.0; capacity * beams * 2 * d]; engine.decoder.len()],
             slots: Vec::new(),
             step_ms: 0.0,
+            steps: 0,
         }
     }
 
@@ -467,18 +481,21 @@ impl<'a> CpuSession<'a> {
         (total_ms - self.step_ms).max(0.0)
     }
 
-    /// One decoder step at position `t`: row `r` feeds `tokens[r]` and extends the history of
-    /// row `parents[r]` of the previous step. Returns the logits `[rows, tgt_vocab]`; with
-    /// `cross_weights`, also the last layer's cross-attention weights `[rows, n_heads, src_len]`.
+    /// One decoder step at position `t`: row `r` of piece `sentences[r]` (an index into the
+    /// session's pieces) feeds `tokens[r]` and extends the history of row `parents[r]` of the
+    /// previous step. Returns the logits `[rows, tgt_vocab]`; with `cross_weights` (one
+    /// piece), also the last layer's cross-attention weights `[rows, n_heads, src_len]`.
     pub fn forward(
         &mut self,
         t: usize,
         tokens: &[u32],
         parents: &[usize],
+        sentences: &[usize],
         mut cross_weights: Option<&mut Vec<f32>>,
     ) -> Result<Vec<f32>, CpuStepError> {
         let rows = tokens.len();
-        if rows == 0 || rows > self.beams || t >= self.capacity {
+        let known = sentences.len() == rows && sentences.iter().all(|&s| s < self.cross.len());
+        if rows == 0 || rows > self.beams || t >= self.capacity || !known {
             return Err(CpuStepError {
                 step: t,
                 rows,
@@ -500,11 +517,12 @@ impl<'a> CpuSession<'a> {
             })
             .collect();
         let mut x = ops::embed(tokens, &vec![t; rows], &e.tgt_embed, &e.positions);
-        let mut scores = vec![0.0; self.capacity.max(self.src_len)];
+        let src_max = self.src_lens.iter().copied().max().unwrap_or(0);
+        let mut scores = vec![0.0; self.capacity.max(src_max)];
         let last = e.decoder.len().saturating_sub(1);
         if let Some(w) = cross_weights.as_deref_mut() {
             w.clear();
-            w.resize(rows * heads * self.src_len, 0.0);
+            w.resize(rows * heads * self.src_lens[sentences[0]], 0.0);
         }
         for (l, layer) in e.decoder.iter().enumerate() {
             // Self-attention: this step's keys and values into the cache at (t, r).
@@ -531,15 +549,15 @@ impl<'a> CpuSession<'a> {
             }
             let mut x1 = e.matmul(&ctx, rows, &layer.self_attn.output, false);
             ops::add_layernorm(&mut x1, &x, &layer.norm1.gamma, &layer.norm1.beta, e.eps());
-            // Cross-attention over the piece's encoder output.
+            // Cross-attention over each row's piece's encoder output.
             let q = e.matmul(&x1, rows, &layer.cross_attn.query, false);
-            let kv = self.cross[l];
-            for r in 0..rows {
+            for (r, &sentence) in sentences.iter().enumerate() {
+                let (kv, src_len) = (self.cross[sentence][l], self.src_lens[sentence]);
                 for h in 0..heads {
                     ops::attend(
                         &q[r * d + h * dh..][..dh],
                         kv,
-                        self.src_len,
+                        src_len,
                         |j| j * 2 * d,
                         h * dh,
                         d + h * dh,
@@ -547,8 +565,8 @@ impl<'a> CpuSession<'a> {
                         &mut ctx[r * d + h * dh..][..dh],
                     );
                     if let (true, Some(w)) = (l == last, cross_weights.as_deref_mut()) {
-                        w[(r * heads + h) * self.src_len..][..self.src_len]
-                            .copy_from_slice(&scores[..self.src_len]);
+                        w[(r * heads + h) * src_len..][..src_len]
+                            .copy_from_slice(&scores[..src_len]);
                     }
                 }
             }
@@ -576,7 +594,8 @@ impl StepModel for CpuSession<'_> {
         let start = now_ms();
         let tokens: Vec<u32> = request.rows.iter().map(|r| r.last_token).collect();
         let parents: Vec<usize> = request.rows.iter().map(|r| r.parent).collect();
-        let logits = self.forward(request.step, &tokens, &parents, None)?;
+        let sentences: Vec<usize> = request.rows.iter().map(|r| r.sentence).collect();
+        let logits = self.forward(request.step, &tokens, &parents, &sentences, None)?;
         let vocab = self.engine.config.tgt_vocab_size;
         let candidates = logits
             .chunks_exact(vocab)
@@ -594,6 +613,7 @@ impl StepModel for CpuSession<'_> {
             })
             .collect();
         self.step_ms += now_ms() - start;
+        self.steps += 1;
         Ok(candidates)
     }
 }
@@ -622,26 +642,35 @@ impl TranslationEngine for CpuEngine {
         self.encode_pieces(sources)
     }
 
+    /// All `pieces` decoded together (see [`CpuSession`]).
     async fn search(
         &self,
         encoded: &CpuEncoded,
-        i: usize,
+        pieces: &[usize],
         options: &SearchOptions,
-    ) -> Result<(SearchResult, SearchStats), CpuError> {
-        self.check_piece(encoded, i, None)?;
+    ) -> Result<(Vec<SearchResult>, SearchStats), CpuError> {
+        for &i in pieces {
+            self.check_piece(encoded, i, None)?;
+        }
+        options.validate()?;
         let start = now_ms();
-        let src_len = encoded.lengths[i];
-        let capacity = options.max_target_len(src_len, self.config.max_seq_len);
-        let mut session = CpuSession::new(self, encoded, i, options.beam, capacity);
-        let result = beam_search(&mut session, options, src_len).await?;
+        let lens: Vec<usize> = pieces.iter().map(|&i| encoded.lengths[i]).collect();
+        let cap = self.config.max_seq_len;
+        let capacity = lens
+            .iter()
+            .map(|&len| options.max_target_len(len, cap))
+            .max()
+            .unwrap_or(1);
+        let mut session = CpuSession::new(self, encoded, pieces, options.beam, capacity);
+        let results = beam_search_batch(&mut session, options, &lens).await?;
         let ms = now_ms() - start;
         let stats = SearchStats {
-            steps: result.steps_taken(),
+            steps: session.steps,
             ms,
             bookkeeping_ms: session.bookkeeping_ms(ms),
             gpu: Default::default(),
         };
-        Ok((result, stats))
+        Ok((results, stats))
     }
 
     async fn cross_attention(

@@ -140,6 +140,8 @@ struct Cross<'a> {
     /// The fused key/value projection of the encoder output.
     kv: &'a wgpu::Buffer,
     key_len: &'a wgpu::Buffer,
+    /// For a batch of sentences: each row's sentence in the encoder batch.
+    owners: Option<Ancestors<'a>>,
     shape: AttentionShape,
     layout: AttentionLayout,
     /// Where to store the attention weights (the heatmap), if wanted.
@@ -449,7 +451,7 @@ impl Engine {
                 q: &s.q,
                 kv: cross.kv,
                 key_len: cross.key_len,
-                ancestors: None,
+                ancestors: cross.owners,
                 weights: cross.weights,
                 context: &s.ctx,
             },
@@ -517,6 +519,7 @@ impl Engine {
                     let cross = Cross {
                         kv,
                         key_len: &cross_len,
+                        owners: None,
                         shape: self.attention_shape(1, t, src_len),
                         layout: AttentionLayout::cross(c.d_model, i * encoded.seq),
                         weights: (l + 1 == n).then_some(&weights),
@@ -532,26 +535,63 @@ impl Engine {
         Ok((gpu.read_f32(&logits).await?, gpu.read_f32(&weights).await?))
     }
 
-    /// Beam search (greedy for beam 1) for sentence `i` of `encoded`.
+    /// Beam search (greedy for beam 1) for `pieces` of `encoded`, decoded together: every
+    /// live row of every sentence is a row of one decoder step (a sentence that finishes
+    /// leaves). Each result equals the search of that piece alone. A batch whose buffers
+    /// would pass the adapter's limits is decoded in parts that fit.
     pub async fn search(
         &self,
         encoded: &Encoded,
-        i: usize,
+        pieces: &[usize],
         options: &SearchOptions,
-    ) -> Result<(SearchResult, SearchStats), EngineError> {
+    ) -> Result<(Vec<SearchResult>, SearchStats), EngineError> {
         self.check_options(options)?;
         let before = self.gpu.counts();
         let start = now_ms();
-        let mut session = Session::new(self, encoded, i, options).await?;
-        let result = search::beam_search(&mut session, options, encoded.lengths[i]).await?;
-        let counts = self.gpu.counts() - before;
-        let stats = SearchStats {
-            steps: result.steps_taken(),
-            ms: now_ms() - start,
-            gpu: counts,
-            bookkeeping_ms: session.bookkeeping_ms(now_ms() - start),
+        let mut results = Vec::with_capacity(pieces.len());
+        let mut stats = SearchStats::default();
+        for part in self.decoder_batches(encoded, pieces, options) {
+            let mut session = Session::new(self, encoded, part, options).await?;
+            let lens: Vec<usize> = part.iter().map(|&i| encoded.lengths[i]).collect();
+            let part_start = now_ms();
+            results.extend(search::beam_search_batch(&mut session, options, &lens).await?);
+            stats.steps += session.steps();
+            stats.bookkeeping_ms += session.bookkeeping_ms(now_ms() - part_start);
+        }
+        stats.ms = now_ms() - start;
+        stats.gpu = self.gpu.counts() - before;
+        Ok((results, stats))
+    }
+
+    /// `pieces` cut into consecutive runs whose decoder buffers (the KV cache of a layer, the
+    /// logits) each fit the adapter's largest storage binding. A piece that does not fit alone
+    /// is a run of its own, and its session reports the limit.
+    fn decoder_batches<'p>(
+        &self,
+        encoded: &Encoded,
+        pieces: &'p [usize],
+        options: &SearchOptions,
+    ) -> Vec<&'p [usize]> {
+        let limit = self.gpu.device.limits().max_storage_buffer_binding_size as usize;
+        let c = &self.config;
+        let fits = |part: &[usize]| {
+            let rows = options.beam.max(1) * part.len();
+            let capacity = Session::capacity(self, encoded, part, options);
+            let bytes = 4 * rows * (capacity * 3 * c.d_model).max(c.tgt_vocab_size);
+            bytes <= limit
         };
-        Ok((result, stats))
+        let mut parts = Vec::new();
+        let mut first = 0;
+        for end in 1..=pieces.len() {
+            if end - first > 1 && !fits(&pieces[first..end]) {
+                parts.push(&pieces[first..end - 1]);
+                first = end - 1;
+            }
+        }
+        if first < pieces.len() {
+            parts.push(&pieces[first..]);
+        }
+        parts
     }
 }
 
@@ -582,10 +622,10 @@ impl TranslationEngine for Engine {
     async fn search(
         &self,
         encoded: &Encoded,
-        i: usize,
+        pieces: &[usize],
         options: &SearchOptions,
-    ) -> Result<(SearchResult, SearchStats), EngineError> {
-        Engine::search(self, encoded, i, options).await
+    ) -> Result<(Vec<SearchResult>, SearchStats), EngineError> {
+        Engine::search(self, encoded, pieces, options).await
     }
 
     /// From [`Engine::teacher_forced`] (its logits are read back too, and dropped).

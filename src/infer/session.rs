@@ -1,4 +1,7 @@
-//! One sentence's decoder on the GPU: the [`StepModel`] that beam search drives.
+//! The decoder of a batch of sentences on the GPU: the [`StepModel`] that beam search drives.
+//! Every live row of every sentence is a row of one step; a row attends to its own sentence's
+//! source (through a table of owners, as the KV cache follows beam histories), so a row's
+//! numbers do not depend on the other rows: batching changes no translation.
 
 use super::{Cross, Encoded, Engine, EngineError, Scratch, SelfKv};
 use crate::gpu::{DispatchPool, GpuError};
@@ -8,22 +11,33 @@ use crate::kernels::logits_topk::{K_MAX, LogitsTopKArgs};
 use crate::search::{Candidate, SearchOptions, StepModel, StepRequest};
 use crate::translate::now_ms;
 
-/// Buffers of one sentence's decoding, allocated once: step activations for up to `beam` rows,
-/// one KV cache per layer (`[capacity, beam, 3 · d_model]`: every step's fused QKV projection
-/// of every row, position-major, never moved), and the step inputs the CPU writes (tokens,
-/// each row's history of cache slots, repetition histories). Cross-attention reads the
-/// sentence's keys and values in place, in the encoder's batch.
+/// Buffers of a batch's decoding, allocated once: step activations for up to `beam` rows per
+/// sentence, one KV cache per layer (`[capacity, rows, 3 · d_model]`: every step's fused QKV
+/// projection of every row, position-major, never moved), and the step inputs the CPU writes
+/// (tokens, each row's history of cache slots, its sentence, repetition histories).
+/// Cross-attention reads each sentence's keys and values in place, in the encoder's batch.
 pub struct Session<'e> {
     engine: &'e Engine,
     scratch: Scratch,
-    /// Positions reserved per row in the caches: the longest target.
+    /// Positions reserved per row in the caches: the longest target of the batch.
     capacity: usize,
-    src_len: usize,
-    /// Per decoder layer: the batch's fused cross-attention keys and values.
+    /// The sentences' pieces in the encoder's batch (`StepRow::sentence` indexes this).
+    pieces: Vec<usize>,
+    /// Source tokens of the longest sentence: the cross-attention's keys per row.
+    src_max: usize,
+    /// Sentences in the encoder's batch.
+    encoded_batch: usize,
+    /// Padded source length of the encoder's batch: rows per sentence in `cross`.
+    encoded_seq: usize,
+    /// Source lengths of the whole encoder batch.
+    encoded_lengths: Vec<usize>,
+    /// Per decoder layer: the encoder batch's fused cross-attention keys and values.
     cross: Vec<wgpu::Buffer>,
-    /// The sentence's first row in `cross`.
-    cross_row: usize,
+    /// Per row: its sentence's source length.
     cross_len: wgpu::Buffer,
+    /// Per row, `[rows, src_max]`: its sentence's piece in the encoder batch, repeated for
+    /// every key (the attention kernel's owner table).
+    cross_owner: wgpu::Buffer,
     self_len: wgpu::Buffer,
     caches: Vec<wgpu::Buffer>,
     /// Per row of the last step: the cache slot (row) of its ancestor at every position.
@@ -37,29 +51,52 @@ pub struct Session<'e> {
     top: wgpu::Buffer,
     /// Time inside [`StepModel::step`], to tell GPU time from the search's own.
     step_ms: f64,
+    /// Steps run.
+    steps: usize,
     /// Uniforms and bind groups reused from step to step.
     pool: DispatchPool,
 }
 
 impl<'e> Session<'e> {
-    /// Prepares sentence `i` of `encoded` for a search with `options`.
+    /// The positions a session for `pieces` of `encoded` reserves per row.
+    pub fn capacity(
+        engine: &Engine,
+        encoded: &Encoded,
+        pieces: &[usize],
+        options: &SearchOptions,
+    ) -> usize {
+        let cap = engine.config.max_seq_len;
+        pieces
+            .iter()
+            .filter_map(|&i| encoded.lengths.get(i))
+            .map(|&len| options.max_target_len(len, cap))
+            .max()
+            .unwrap_or(0)
+            .max(1)
+    }
+
+    /// Prepares `pieces` of `encoded` (1 or more) for a search with `options`.
     pub async fn new(
         engine: &'e Engine,
         encoded: &Encoded,
-        i: usize,
+        pieces: &[usize],
         options: &SearchOptions,
     ) -> Result<Self, EngineError> {
         let (gpu, c) = (&engine.gpu, &engine.config);
-        if i >= encoded.batch {
+        if pieces.is_empty() || pieces.iter().any(|&i| i >= encoded.batch) {
             return Err(GpuError::shape(
                 "decoder",
-                format!("sentence {i} of a batch of {}", encoded.batch),
+                format!("sentences {pieces:?} of a batch of {}", encoded.batch),
             )
             .into());
         }
-        let rows = options.beam.max(1);
-        let src_len = encoded.lengths[i];
-        let capacity = options.max_target_len(src_len, c.max_seq_len).max(1);
+        let rows = options.beam.max(1) * pieces.len();
+        let src_max = pieces
+            .iter()
+            .map(|&i| encoded.lengths[i])
+            .max()
+            .unwrap_or(1);
+        let capacity = Self::capacity(engine, encoded, pieces, options);
         let history_cap = options.repetition_window.max(1);
         let cache = || gpu.storage_zeroed("kv cache", capacity * rows * 3 * c.d_model);
         // Allocation errors (a model or beam beyond the adapter's limits) become errors.
@@ -69,10 +106,14 @@ impl<'e> Session<'e> {
                     engine,
                     scratch: Scratch::new(gpu, rows, c, false),
                     capacity,
-                    src_len,
+                    pieces: pieces.to_vec(),
+                    src_max,
+                    encoded_batch: encoded.batch,
+                    encoded_seq: encoded.seq,
+                    encoded_lengths: encoded.lengths.clone(),
                     cross: encoded.cross.clone(),
-                    cross_row: i * encoded.seq,
-                    cross_len: gpu.storage_from("source length", &[src_len as u32]),
+                    cross_len: gpu.storage_zeroed("source lengths", rows),
+                    cross_owner: gpu.storage_zeroed("source owners", rows * src_max),
                     self_len: gpu.storage_from("cache length", &vec![capacity as u32; rows]),
                     caches: (0..c.n_dec_layers).map(|_| cache()).collect(),
                     slots: Vec::new(),
@@ -83,11 +124,17 @@ impl<'e> Session<'e> {
                     logits: gpu.storage_zeroed("logits", rows * c.tgt_vocab_size),
                     top: gpu.storage_zeroed("top-k", rows * K_MAX * 2),
                     step_ms: 0.0,
+                    steps: 0,
                     pool: DispatchPool::default(),
                 }
             })
             .await?;
         Ok(session)
+    }
+
+    /// Decoder steps run so far.
+    pub fn steps(&self) -> usize {
+        self.steps
     }
 
     /// Of `total_ms` spent searching, the part outside the model's steps.
@@ -145,6 +192,25 @@ impl<'e> Session<'e> {
         }
         write(&self.history, &history);
         write(&self.history_len, &history_len);
+        // Each row reads its own sentence's source.
+        let mut cross_len = vec![0u32; rows];
+        let mut cross_owner = vec![0u32; rows * self.src_max];
+        for (r, row) in request.rows.iter().enumerate() {
+            let piece = *self.pieces.get(row.sentence).ok_or_else(|| {
+                GpuError::shape(
+                    "decoder",
+                    format!(
+                        "row {r} of sentence {} in a session of {} sentences",
+                        row.sentence,
+                        self.pieces.len()
+                    ),
+                )
+            })?;
+            cross_len[r] = self.encoded_lengths[piece] as u32;
+            cross_owner[r * self.src_max..][..self.src_max].fill(piece as u32);
+        }
+        write(&self.cross_len, &cross_len);
+        write(&self.cross_owner, &cross_owner);
 
         // The scratch buffers hold the session's capacity; this step uses `rows` of them.
         let s = &self.scratch;
@@ -166,8 +232,13 @@ impl<'e> Session<'e> {
             let cross = Cross {
                 kv,
                 key_len: &self.cross_len,
-                shape: engine.attention_shape(1, rows, self.src_len),
-                layout: AttentionLayout::cross(c.d_model, self.cross_row),
+                owners: Some(Ancestors {
+                    buffer: &self.cross_owner,
+                    stride: self.src_max,
+                    slots: self.encoded_batch,
+                }),
+                shape: engine.attention_shape(rows, 1, self.src_max),
+                layout: AttentionLayout::batch_cross(c.d_model, self.encoded_seq),
                 weights: None,
             };
             let self_attn = SelfKv::Cache {
@@ -253,6 +324,7 @@ impl StepModel for Session<'_> {
             })
             .collect();
         self.step_ms += now_ms() - start;
+        self.steps += 1;
         Ok(candidates)
     }
 }

@@ -42,7 +42,9 @@ struct Params {
 }
 const _: () = assert!(size_of::<Params>() == 80);
 
-/// A beam history for [`AttentionLayout::kv_cache`]: `[batch, stride]` slot indices below `slots`.
+/// A beam history for [`AttentionLayout::kv_cache`]: `[batch, stride]` slot indices below `slots`
+/// (or the owner table of [`AttentionLayout::batch_cross`]).
+#[derive(Clone, Copy)]
 pub struct Ancestors<'a> {
     pub buffer: &'a wgpu::Buffer,
     pub stride: usize,

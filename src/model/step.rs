@@ -186,25 +186,29 @@ impl TranslationEngine for BurnEngine {
         Ok(sources.to_vec())
     }
 
+    /// One piece after the other (burn's batched products are not guaranteed to give a row
+    /// the same numbers whatever the batch, so this engine does not batch).
     async fn search(
         &self,
         encoded: &Vec<Vec<u32>>,
-        i: usize,
+        pieces: &[usize],
         options: &SearchOptions,
-    ) -> Result<(SearchResult, SearchStats), BurnError> {
-        let source = self.piece(encoded, i, None)?;
+    ) -> Result<(Vec<SearchResult>, SearchStats), BurnError> {
         let start = now_ms();
-        let cap = self.config.max_seq_len;
-        let mut session = BurnSession::new(&self.model, source, cap, &self.device);
-        let result = beam_search(&mut session, options, source.len()).await?;
-        let ms = now_ms() - start;
-        let stats = SearchStats {
-            steps: result.steps_taken(),
-            ms,
-            bookkeeping_ms: session.bookkeeping_ms(ms),
-            gpu: Default::default(),
-        };
-        Ok((result, stats))
+        let mut stats = SearchStats::default();
+        let mut results = Vec::with_capacity(pieces.len());
+        for &i in pieces {
+            let source = self.piece(encoded, i, None)?;
+            let piece_start = now_ms();
+            let cap = self.config.max_seq_len;
+            let mut session = BurnSession::new(&self.model, source, cap, &self.device);
+            let result = beam_search(&mut session, options, source.len()).await?;
+            stats.steps += result.steps_taken();
+            stats.bookkeeping_ms += session.bookkeeping_ms(now_ms() - piece_start);
+            results.push(result);
+        }
+        stats.ms = now_ms() - start;
+        Ok((results, stats))
     }
 
     async fn cross_attention(

@@ -237,10 +237,24 @@ pub async fn beam_search<M: StepModel>(
     options: &SearchOptions,
     source_len: usize,
 ) -> Result<SearchResult, SearchError<M::Error>> {
+    let mut results = beam_search_batch(model, options, &[source_len]).await?;
+    Ok(results.remove(0))
+}
+
+/// [`beam_search`] for several sentences at once (`source_lens[s]`: sentence `s`'s source
+/// tokens): each decoder step asks the model for the live rows of every sentence still
+/// searching, in one request ([`StepRow::sentence`] says whose row it is). A sentence that
+/// finishes leaves the batch. Each sentence's result is exactly what [`beam_search`] gives
+/// for it alone, as long as the model scores a row the same whatever else is in the request.
+pub async fn beam_search_batch<M: StepModel>(
+    model: &mut M,
+    options: &SearchOptions,
+    source_lens: &[usize],
+) -> Result<Vec<SearchResult>, SearchError<M::Error>> {
     search(
         model,
         options,
-        source_len,
+        source_lens,
         options.candidates_per_beam(),
         true,
     )
@@ -250,7 +264,7 @@ pub async fn beam_search<M: StepModel>(
 /// A hypothesis still being extended.
 struct Live {
     group: usize,
-    /// Its row at the previous step.
+    /// Its row at the previous step (among its sentence's rows).
     parent: usize,
     sum: f32,
     tokens: Vec<u32>,
@@ -268,62 +282,73 @@ struct Pick {
     key: f32,
 }
 
-/// [`beam_search`] with `k` and early termination chosen by the caller (tests compare both
-/// against the defaults).
-async fn search<M: StepModel>(
-    model: &mut M,
-    options: &SearchOptions,
-    source_len: usize,
-    k: usize,
-    early_termination: bool,
-) -> Result<SearchResult, SearchError<M::Error>> {
-    options.validate()?;
-    let cap = model.max_len_cap();
-    let max_len = options.max_target_len(source_len, cap);
-    if max_len == 0 {
-        return Err(SearchError::ZeroMaxLen { source_len, cap });
-    }
-    let (bos, eos) = (model.bos(), model.eos());
-    let per_group = options.beam / options.groups;
-    let alpha = options.length_penalty;
+/// The search of one sentence, advanced one decoder step at a time.
+struct Beam<'o> {
+    options: &'o SearchOptions,
+    max_len: usize,
+    eos: u32,
+    live: Vec<Live>,
+    finished: Vec<Hypothesis>,
+    steps: Vec<StepTrace>,
+    stopped_early: bool,
+}
 
-    let mut live = vec![Live {
-        group: 0,
-        parent: 0,
-        sum: 0.0,
-        tokens: Vec::new(),
-        rows: Vec::new(),
-    }];
-    let mut finished: Vec<Hypothesis> = Vec::new();
-    let mut steps = Vec::new();
-    let mut stopped_early = false;
-
-    for step in 0..max_len {
-        if live.is_empty() {
-            break;
+impl<'o> Beam<'o> {
+    fn new(options: &'o SearchOptions, max_len: usize, eos: u32) -> Self {
+        Self {
+            options,
+            max_len,
+            eos,
+            live: vec![Live {
+                group: 0,
+                parent: 0,
+                sum: 0.0,
+                tokens: Vec::new(),
+                rows: Vec::new(),
+            }],
+            finished: Vec::new(),
+            steps: Vec::new(),
+            stopped_early: false,
         }
-        let request = StepRequest {
-            step,
-            k,
-            repetition_penalty: options.repetition_penalty,
-            repetition_window: options.repetition_window,
-            rows: live
+    }
+
+    /// Whether the sentence still has rows to score.
+    fn searching(&self) -> bool {
+        !self.live.is_empty() && !self.stopped_early
+    }
+
+    /// This step's rows of sentence `sentence`, whose previous rows started at `parent_base`
+    /// in the previous request.
+    fn rows(&self, sentence: usize, parent_base: usize, bos: u32) -> Vec<StepRow<'_>> {
+        self.live
+            .iter()
+            .map(|h| StepRow {
+                sentence,
+                parent: parent_base + h.parent,
+                last_token: h.tokens.last().copied().unwrap_or(bos),
+                history: &h.tokens,
+            })
+            .collect()
+    }
+
+    /// Chooses the next hypotheses from this step's candidates (one list per live row).
+    fn advance(
+        &mut self,
+        step: usize,
+        bos: u32,
+        candidates: &[Vec<Candidate>],
+        early_termination: bool,
+    ) {
+        let options = self.options;
+        let (eos, max_len) = (self.eos, self.max_len);
+        let per_group = options.beam / options.groups;
+        let live = &self.live;
+        self.steps.push(StepTrace {
+            parents: live.iter().map(|h| h.parent).collect(),
+            tokens: live
                 .iter()
-                .map(|h| StepRow {
-                    parent: h.parent,
-                    last_token: h.tokens.last().copied().unwrap_or(bos),
-                    history: &h.tokens,
-                })
+                .map(|h| h.tokens.last().copied().unwrap_or(bos))
                 .collect(),
-        };
-        let candidates = model
-            .step(&request)
-            .await
-            .map_err(|source| SearchError::Model { step, source })?;
-        check_candidates(step, k, live.len(), &candidates)?;
-        steps.push(StepTrace {
-            parents: request.rows.iter().map(|r| r.parent).collect(),
-            tokens: request.rows.iter().map(|r| r.last_token).collect(),
         });
 
         let mut next = Vec::with_capacity(options.beam);
@@ -340,7 +365,7 @@ async fn search<M: StepModel>(
                 let slots = group_rows.len();
                 (group_rows, slots)
             };
-            let mut pool = Vec::with_capacity(group_rows.len() * k);
+            let mut pool = Vec::with_capacity(group_rows.len() * candidates.len());
             for &row in &group_rows {
                 for (rank, c) in candidates[row].iter().enumerate() {
                     let sum = live[row].sum + c.logprob;
@@ -390,8 +415,8 @@ async fn search<M: StepModel>(
                     });
                     continue;
                 };
-                finished.push(Hypothesis {
-                    score: length_normalized(pick.sum, rows.len(), alpha),
+                self.finished.push(Hypothesis {
+                    score: length_normalized(pick.sum, rows.len(), options.length_penalty),
                     tokens,
                     logprob: pick.sum,
                     finish,
@@ -400,27 +425,93 @@ async fn search<M: StepModel>(
                 });
             }
         }
-        live = next;
+        self.live = next;
 
         if early_termination
-            && !live.is_empty()
-            && cannot_improve(&live, &finished, options, max_len)
+            && !self.live.is_empty()
+            && cannot_improve(&self.live, &self.finished, options, max_len)
         {
-            stopped_early = true;
-            break;
+            self.stopped_early = true;
         }
     }
 
-    // Stable: equal scores keep their finishing order.
-    finished.sort_by(|a, b| b.score.total_cmp(&a.score));
-    finished.truncate(options.n_best);
-    Ok(SearchResult {
-        hypotheses: finished,
-        steps,
-        max_len,
-        k,
-        stopped_early,
-    })
+    fn result(mut self, k: usize) -> SearchResult {
+        // Stable: equal scores keep their finishing order.
+        self.finished.sort_by(|a, b| b.score.total_cmp(&a.score));
+        self.finished.truncate(self.options.n_best);
+        SearchResult {
+            hypotheses: self.finished,
+            steps: self.steps,
+            max_len: self.max_len,
+            k,
+            stopped_early: self.stopped_early,
+        }
+    }
+}
+
+/// [`beam_search_batch`] with `k` and early termination chosen by the caller (tests compare
+/// both against the defaults).
+async fn search<M: StepModel>(
+    model: &mut M,
+    options: &SearchOptions,
+    source_lens: &[usize],
+    k: usize,
+    early_termination: bool,
+) -> Result<Vec<SearchResult>, SearchError<M::Error>> {
+    options.validate()?;
+    let cap = model.max_len_cap();
+    let (bos, eos) = (model.bos(), model.eos());
+    let mut beams = Vec::with_capacity(source_lens.len());
+    for &source_len in source_lens {
+        let max_len = options.max_target_len(source_len, cap);
+        if max_len == 0 {
+            return Err(SearchError::ZeroMaxLen { source_len, cap });
+        }
+        beams.push(Beam::new(options, max_len, eos));
+    }
+    // Where each sentence's rows started in the previous request.
+    let mut bases = vec![0; beams.len()];
+    for step in 0.. {
+        let mut rows = Vec::new();
+        let mut spans = Vec::new(); // (sentence, first row, rows)
+        for (s, beam) in beams.iter().enumerate() {
+            if beam.searching() {
+                let mine = beam.rows(s, bases[s], bos);
+                spans.push((s, rows.len(), mine.len()));
+                rows.extend(mine);
+            }
+        }
+        if rows.is_empty() {
+            break;
+        }
+        let expected = rows.len();
+        let request = StepRequest {
+            step,
+            k,
+            repetition_penalty: options.repetition_penalty,
+            repetition_window: options.repetition_window,
+            rows,
+        };
+        let candidates = model
+            .step(&request)
+            .await
+            .map_err(|source| SearchError::Model { step, source })?;
+        drop(request);
+        if candidates.len() != expected {
+            return Err(SearchError::RowCount {
+                step,
+                expected,
+                got: candidates.len(),
+            });
+        }
+        for &(s, first, n) in &spans {
+            let mine = &candidates[first..first + n];
+            check_candidates(step, k, first, mine)?;
+            beams[s].advance(step, bos, mine, early_termination);
+            bases[s] = first;
+        }
+    }
+    Ok(beams.into_iter().map(|b| b.result(k)).collect())
 }
 
 /// Whether no live hypothesis can finish with a score that would enter the `n_best` output:
@@ -446,17 +537,11 @@ fn cannot_improve(
 fn check_candidates<E>(
     step: usize,
     k: usize,
-    rows: usize,
+    first_row: usize,
     candidates: &[Vec<Candidate>],
 ) -> Result<(), SearchError<E>> {
-    if candidates.len() != rows {
-        return Err(SearchError::RowCount {
-            step,
-            expected: rows,
-            got: candidates.len(),
-        });
-    }
     for (row, list) in candidates.iter().enumerate() {
+        let row = first_row + row;
         if list.is_empty() || list.len() > k {
             return Err(SearchError::CandidateCount {
                 step,

@@ -17,8 +17,13 @@ pub struct Candidate {
 /// One row to score at a decoder step.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct StepRow<'a> {
-    /// The row of the previous step this one extends (its KV-cache history). 0 at
-    /// step 0, where there is no previous step.
+    /// The sentence of the batch this row belongs to: its index in the `source_lens` of
+    /// [`super::beam_search_batch`] (0 for [`super::beam_search`]); the engine attends to that
+    /// sentence's source.
+    pub sentence: usize,
+    /// The row of the previous step this one extends (its KV-cache history), an index into
+    /// the previous request's rows (of the whole batch). 0 at step 0, where there is no
+    /// previous step.
     pub parent: usize,
     /// The decoder input: the last generated token, or BOS at step 0.
     pub last_token: u32,
@@ -30,7 +35,8 @@ pub struct StepRow<'a> {
 /// What the search asks of the model at one decoder step.
 #[derive(Clone, Debug, PartialEq)]
 pub struct StepRequest<'a> {
-    /// The decoder step, from 0; every row has `step` generated tokens.
+    /// The decoder step, from 0; every row has `step` generated tokens (the sentences of a
+    /// batch advance together).
     pub step: usize,
     /// Candidates wanted per row.
     pub k: usize,
@@ -38,7 +44,8 @@ pub struct StepRequest<'a> {
     pub repetition_penalty: f32,
     /// Passed to [`apply_repetition_penalty`].
     pub repetition_window: usize,
-    /// The rows to score, in the order the answer must follow.
+    /// The rows to score, in the order the answer must follow: the live rows of each sentence
+    /// still searching, sentence by sentence (so a row's parent belongs to its own sentence).
     pub rows: Vec<StepRow<'a>>,
 }
 
@@ -58,7 +65,8 @@ pub trait StepModel {
         crate::config::EOS_ID
     }
 
-    /// The longest target the model supports (its positional table), in generated tokens.
+    /// The longest target the model supports (its positional table, or the positions its
+    /// caches hold for the longest sentence of the batch), in generated tokens.
     fn max_len_cap(&self) -> usize;
 
     /// Scores `request.rows`: one list per row, in order, of at most `request.k` distinct

@@ -32,11 +32,28 @@ pub enum TableError {
         /// The step requested.
         got: usize,
     },
-    /// Step 0 must be the single BOS row with no history.
-    #[error("step 0 must be one row with input BOS and no history; got {rows} rows")]
+    /// Step 0 must be one BOS row with no history per sentence, sentences in order.
+    #[error(
+        "step 0 must be one row per sentence (0, 1, … of {sentences}), with input BOS and no \
+         history; got {rows} rows"
+    )]
     BadFirstStep {
         /// Rows in the request.
         rows: usize,
+        /// Sentences the model has tables for.
+        sentences: usize,
+    },
+    /// A row extends a row of another sentence.
+    #[error("row {row} at step {step} of sentence {sentence} extends a row of sentence {other}")]
+    WrongSentence {
+        /// The step.
+        step: usize,
+        /// The row.
+        row: usize,
+        /// Its sentence.
+        sentence: usize,
+        /// Its parent's sentence.
+        other: usize,
     },
     /// A parent index points past the previous step.
     #[error("row {row} at step {step} extends row {parent}, but the previous step had {rows} rows")]
@@ -69,41 +86,67 @@ pub enum TableError {
     },
 }
 
-/// A model whose logits come from `table(history)`.
+/// A model whose logits come from `table(history)`; for a batch of sentences, sentence `s`
+/// has its own table.
 pub struct TableModel<F> {
     vocab: usize,
     bos: u32,
     eos: u32,
     max_len_cap: usize,
-    table: F,
-    /// Histories of the rows of the previous step, to check parents.
-    previous: Vec<Vec<u32>>,
+    tables: Vec<F>,
+    /// Sentence and history of the rows of the previous step, to check parents.
+    previous: Vec<(usize, Vec<u32>)>,
     next_step: usize,
 }
 
 impl<F: FnMut(&[u32]) -> Vec<f32>> TableModel<F> {
-    /// A model over `vocab` tokens; `table(history)` must return `vocab` logits.
+    /// A model over `vocab` tokens for one sentence; `table(history)` must return `vocab`
+    /// logits.
     pub fn new(vocab: usize, bos: u32, eos: u32, max_len_cap: usize, table: F) -> Self {
+        Self::batch(vocab, bos, eos, max_len_cap, vec![table])
+    }
+
+    /// A model for a batch of sentences, `tables[s]` the table of sentence `s`.
+    pub fn batch(vocab: usize, bos: u32, eos: u32, max_len_cap: usize, tables: Vec<F>) -> Self {
         Self {
             vocab,
             bos,
             eos,
             max_len_cap,
-            table,
+            tables,
             previous: Vec::new(),
             next_step: 0,
         }
     }
 
-    /// The full next-token distribution after `history`: log-softmax, then the repetition
-    /// penalty.
+    /// The full next-token distribution after `history` (sentence 0): log-softmax, then the
+    /// repetition penalty.
     pub fn logprobs(
         &mut self,
         history: &[u32],
         penalty: f32,
         window: usize,
     ) -> Result<Vec<f32>, TableError> {
-        let mut logits = (self.table)(history);
+        self.sentence_logprobs(0, history, penalty, window)
+    }
+
+    /// [`Self::logprobs`] of sentence `sentence`.
+    pub fn sentence_logprobs(
+        &mut self,
+        sentence: usize,
+        history: &[u32],
+        penalty: f32,
+        window: usize,
+    ) -> Result<Vec<f32>, TableError> {
+        let sentences = self.tables.len();
+        let table = self
+            .tables
+            .get_mut(sentence)
+            .ok_or(TableError::BadFirstStep {
+                rows: sentence + 1,
+                sentences,
+            })?;
+        let mut logits = table(history);
         if logits.len() != self.vocab {
             return Err(TableError::WrongVocab {
                 history: history.to_vec(),
@@ -124,25 +167,40 @@ impl<F: FnMut(&[u32]) -> Vec<f32>> TableModel<F> {
             });
         }
         if request.step == 0 {
-            let ok = matches!(request.rows.as_slice(), [row] if row.last_token == self.bos && row.history.is_empty());
+            // Every sentence starts at step 0 (a single search: one row).
+            let n = request.rows.len();
+            let ok = n >= 1
+                && n <= self.tables.len()
+                && request.rows.iter().enumerate().all(|(s, row)| {
+                    row.sentence == s && row.last_token == self.bos && row.history.is_empty()
+                });
             return if ok {
                 Ok(())
             } else {
                 Err(TableError::BadFirstStep {
-                    rows: request.rows.len(),
+                    rows: n,
+                    sentences: self.tables.len(),
                 })
             };
         }
         for (i, row) in request.rows.iter().enumerate() {
-            let parent = self
-                .previous
-                .get(row.parent)
-                .ok_or(TableError::ParentOutOfRange {
+            let (sentence, parent) =
+                self.previous
+                    .get(row.parent)
+                    .ok_or(TableError::ParentOutOfRange {
+                        step: request.step,
+                        row: i,
+                        parent: row.parent,
+                        rows: self.previous.len(),
+                    })?;
+            if *sentence != row.sentence {
+                return Err(TableError::WrongSentence {
                     step: request.step,
                     row: i,
-                    parent: row.parent,
-                    rows: self.previous.len(),
-                })?;
+                    sentence: row.sentence,
+                    other: *sentence,
+                });
+            }
             let extends = row.history.len() == parent.len() + 1
                 && row.history.starts_with(parent)
                 && row.history.last() == Some(&row.last_token);
@@ -179,14 +237,19 @@ impl<F: FnMut(&[u32]) -> Vec<f32>> StepModel for TableModel<F> {
         self.check_rows(request)?;
         let mut out = Vec::with_capacity(request.rows.len());
         for row in &request.rows {
-            let logprobs = self.logprobs(
+            let logprobs = self.sentence_logprobs(
+                row.sentence,
                 row.history,
                 request.repetition_penalty,
                 request.repetition_window,
             )?;
             out.push(top_k(&logprobs, request.k));
         }
-        self.previous = request.rows.iter().map(|r| r.history.to_vec()).collect();
+        self.previous = request
+            .rows
+            .iter()
+            .map(|r| (r.sentence, r.history.to_vec()))
+            .collect();
         self.next_step += 1;
         Ok(out)
     }

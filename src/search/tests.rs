@@ -139,7 +139,9 @@ fn random_search(
     early_termination: bool,
 ) -> SearchResult {
     let mut model = TableModel::new(vocab, BOS, EOS, CAP, random_table(seed, vocab));
-    block_on(search(&mut model, options, 4, k, early_termination)).expect("search runs")
+    block_on(search(&mut model, options, &[4], k, early_termination))
+        .expect("search runs")
+        .remove(0)
 }
 
 /// Greedy decoding written independently of the search: argmax (lowest id on ties) of the
@@ -607,9 +609,13 @@ fn early_termination_stops_before_max_len_when_it_must() {
         ..plain(2, 1)
     };
     let mut model = TableModel::new(V, BOS, EOS, CAP, table);
-    let early = block_on(search(&mut model, &options, 5, 2, true)).expect("search runs");
+    let early = block_on(search(&mut model, &options, &[5], 2, true))
+        .expect("search runs")
+        .remove(0);
     let mut model = TableModel::new(V, BOS, EOS, CAP, table);
-    let full = block_on(search(&mut model, &options, 5, 2, false)).expect("search runs");
+    let full = block_on(search(&mut model, &options, &[5], 2, false))
+        .expect("search runs")
+        .remove(0);
     assert!(early.stopped_early);
     assert_eq!(early.steps_taken(), 1);
     assert_eq!(full.steps_taken(), full.max_len);
@@ -632,9 +638,13 @@ fn early_termination_bounds_live_hypotheses_at_max_len() {
         ..plain(2, 1)
     };
     let mut model = TableModel::new(V, BOS, EOS, CAP, table);
-    let early = block_on(search(&mut model, &options, 5, 2, true)).expect("search runs");
+    let early = block_on(search(&mut model, &options, &[5], 2, true))
+        .expect("search runs")
+        .remove(0);
     let mut model = TableModel::new(V, BOS, EOS, CAP, table);
-    let full = block_on(search(&mut model, &options, 5, 2, false)).expect("search runs");
+    let full = block_on(search(&mut model, &options, &[5], 2, false))
+        .expect("search runs")
+        .remove(0);
     assert_eq!(best_tokens(&full), vec![A; 6]);
     assert_eq!(early.hypotheses, full.hypotheses);
 }
@@ -778,6 +788,7 @@ fn malformed_model_output_is_rejected() {
 fn table_model_catches_broken_parent_bookkeeping() {
     let mut model = TableModel::new(V, BOS, EOS, CAP, |_: &[u32]| dist(&[]));
     let row = |parent, last_token, history| StepRow {
+        sentence: 0,
         parent,
         last_token,
         history,
@@ -801,4 +812,62 @@ fn table_model_catches_broken_parent_bookkeeping() {
         Err(TableError::HistoryMismatch { row: 0, .. })
     ));
     block_on(model.step(&request(1, vec![row(0, A, &[A])]))).expect("a consistent row is fine");
+}
+
+#[test]
+fn a_batch_gives_each_sentence_its_own_search() {
+    // Sentences of different lengths (so different maximum lengths and finishing steps), each
+    // with its own table: searched together, each result equals its search alone, and the
+    // table model's parent checks see every row extend a row of its own sentence.
+    let lens = [4, 1, 7, 3, 5];
+    for seed in 0..6 {
+        for options in random_configs(seed) {
+            let vocab = 9;
+            let tables = (0..lens.len() as u64)
+                .map(|s| random_table(seed * 100 + s, vocab))
+                .collect();
+            let mut model = TableModel::batch(vocab, BOS, EOS, CAP, tables);
+            let batch =
+                block_on(beam_search_batch(&mut model, &options, &lens)).expect("batch runs");
+            assert_eq!(batch.len(), lens.len());
+            for (s, (result, &len)) in batch.iter().zip(&lens).enumerate() {
+                let mut alone = TableModel::new(
+                    vocab,
+                    BOS,
+                    EOS,
+                    CAP,
+                    random_table(seed * 100 + s as u64, vocab),
+                );
+                let expected = block_on(beam_search(&mut alone, &options, len)).expect("runs");
+                assert_eq!(result, &expected, "seed {seed}, sentence {s}, {options:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_batch_reports_a_wrong_row_count() {
+    // A model that drops the last row of a batched request is caught, not misattributed.
+    struct Short;
+    impl StepModel for Short {
+        type Error = Infallible;
+        fn max_len_cap(&self) -> usize {
+            CAP
+        }
+        async fn step(&mut self, r: &StepRequest<'_>) -> Result<Vec<Vec<Candidate>>, Infallible> {
+            let mut logits = dist(&[(A, 0.5)]);
+            log_softmax(&mut logits);
+            Ok(vec![top_k(&logits, r.k); r.rows.len() - 1])
+        }
+    }
+    let err = block_on(beam_search_batch(&mut Short, &plain(1, 1), &[3, 3]))
+        .expect_err("a row is missing");
+    assert!(matches!(
+        err,
+        SearchError::RowCount {
+            step: 0,
+            expected: 2,
+            got: 1
+        }
+    ));
 }

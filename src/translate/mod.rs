@@ -67,13 +67,16 @@ pub trait TranslationEngine {
         sources: &[Vec<u32>],
     ) -> impl Future<Output = Result<Self::Encoded, Self::Error>>;
 
-    /// Beam search (greedy for beam 1) for piece `i` of `encoded`.
+    /// Beam search (greedy for beam 1) for `pieces` of `encoded` (indices into its batch):
+    /// one result per piece, in order, each exactly the search of that piece alone. Engines
+    /// that can decode several pieces per step do (the GPU and CPU engines); the stats are
+    /// the whole call's.
     fn search(
         &self,
         encoded: &Self::Encoded,
-        i: usize,
+        pieces: &[usize],
         options: &SearchOptions,
-    ) -> impl Future<Output = Result<(SearchResult, SearchStats), Self::Error>>;
+    ) -> impl Future<Output = Result<(Vec<SearchResult>, SearchStats), Self::Error>>;
 
     /// The last decoder layer's cross-attention weights `[n_heads, T, source_len]` for piece
     /// `i` of `encoded` when the decoder reads `target_in` (BOS first, `T` tokens) at once.
@@ -183,97 +186,267 @@ pub fn source_chunks<E: TranslationEngine>(
         .collect())
 }
 
+/// The sentences (pieces) decoded together by default: [`TranslateOptions::batch`].
+pub const DEFAULT_BATCH: usize = 16;
+
+/// The largest [`TranslateOptions::batch`].
+pub const MAX_BATCH: usize = 128;
+
+/// After the first decoder batch, pieces are gathered this many batches at a time (and at
+/// least [`ENCODER_BATCH`]) and sorted by length, so a batch holds pieces of similar length.
+const LOOKAHEAD: usize = 4;
+
+/// Pieces a [`TranslationCache`] holds at most; past it, it starts over.
+const CACHE_PIECES: usize = 100_000;
+
 /// Translates `text` with `engine`: one paragraph (or line) in, its translation out. Sentences
-/// are split, encoded in batches and decoded one by one; empty or blank text gives empty
-/// output. `cancelled` is asked before each piece; once it answers true the translation stops
-/// with [`TranslateError::Cancelled`] (the page: a newer request came in; elsewhere `&|| false`).
+/// are split, encoded in batches and decoded [`TranslateOptions::batch`] at a time; empty or
+/// blank text gives empty output. `cancelled` is asked before each encoder and decoder batch;
+/// once it answers true the translation stops with [`TranslateError::Cancelled`] (the page: a
+/// newer request came in; elsewhere `&|| false`).
 pub async fn translate<E: TranslationEngine>(
     engine: &E,
     text: &str,
     options: &TranslateOptions,
     cancelled: &dyn Fn() -> bool,
 ) -> Result<Translation, TranslateError<E::Error>> {
+    let mut translation = Translation::default();
+    translate_texts(engine, &[text], options, cancelled, None, &mut |_, t| {
+        translation = t;
+    })
+    .await?;
+    Ok(translation)
+}
+
+/// The translations of pieces already searched, for the lifetime of a page or a run: a piece
+/// seen before (the same tokens, under the same options) is not searched again.
+#[derive(Debug, Default)]
+pub struct TranslationCache {
+    /// What the entries were translated with (the batch size aside, which changes nothing).
+    options: Option<(SearchOptions, bool)>,
+    pieces: std::collections::HashMap<Vec<u32>, PieceOutput>,
+    /// Pieces answered from the cache.
+    pub hits: usize,
+}
+
+impl TranslationCache {
+    /// Forgets every entry if they were translated with other options.
+    fn prepare(&mut self, options: &TranslateOptions) {
+        let key = (options.search.clone(), options.attention);
+        if self.options.as_ref() != Some(&key) {
+            self.pieces.clear();
+            self.options = Some(key);
+        }
+    }
+
+    fn insert(&mut self, tokens: Vec<u32>, output: PieceOutput) {
+        if self.pieces.len() >= CACHE_PIECES {
+            self.pieces.clear();
+        }
+        self.pieces.insert(tokens, output);
+    }
+
+    /// Pieces held.
+    pub fn len(&self) -> usize {
+        self.pieces.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pieces.is_empty()
+    }
+}
+
+/// What a piece's search gives the text around it.
+#[derive(Clone, Debug, PartialEq)]
+struct PieceOutput {
+    hypotheses: Vec<HypothesisText>,
+    attention: Option<AttentionMap>,
+}
+
+/// A piece of a text: a sentence or a chunk of a long one.
+struct Piece<'t> {
+    /// Its sentence's index in the text, and the sentence.
+    sentence: (usize, &'t str),
+    /// Its distinct piece (identical pieces are searched once).
+    job: usize,
+}
+
+/// Translates `texts` with `engine`, as [`translate`] translates each, and hands each text's
+/// [`Translation`] to `on_text(index, translation)` in input order, as soon as it and every
+/// text before it are done. Pieces of all texts are decoded together, [`TranslateOptions::batch`]
+/// per decoder batch, grouped by length; a piece that occurs twice is searched once, and not
+/// at all if `cache` already holds it. The first decoder batch takes the first pieces in
+/// input order (a first result soon); later ones look ahead a few batches.
+///
+/// Each translation's `timings` are the work done since the previous text was handed out, so
+/// they add up to the whole call.
+pub async fn translate_texts<E: TranslationEngine>(
+    engine: &E,
+    texts: &[&str],
+    options: &TranslateOptions,
+    cancelled: &dyn Fn() -> bool,
+    mut cache: Option<&mut TranslationCache>,
+    on_text: &mut dyn FnMut(usize, Translation),
+) -> Result<(), TranslateError<E::Error>> {
     engine
         .check_options(&options.search)
         .map_err(TranslateError::Engine)?;
-    let start = now_ms();
-    let before = engine.counts();
-    let mut pieces = Vec::new(); // (sentence index, source text, tokens)
-    for (s, sentence) in text::split_sentences(text).into_iter().enumerate() {
-        for chunk in source_chunks(engine, sentence)? {
-            pieces.push((s, sentence, chunk));
+    if let Some(cache) = cache.as_deref_mut() {
+        cache.prepare(options);
+    }
+    let batch = options.batch.clamp(1, MAX_BATCH);
+    let mut start = now_ms();
+    let mut before = engine.counts();
+
+    // Every text's pieces, and the distinct pieces (jobs) with their outputs when known.
+    let mut texts_pieces: Vec<Vec<Piece>> = Vec::with_capacity(texts.len());
+    let mut jobs: Vec<(Vec<u32>, Option<PieceOutput>)> = Vec::new();
+    let mut job_of: std::collections::HashMap<Vec<u32>, usize> = Default::default();
+    for text in texts {
+        let mut pieces = Vec::new();
+        for (s, sentence) in text::split_sentences(text).into_iter().enumerate() {
+            for chunk in source_chunks(engine, sentence)? {
+                let job = *job_of.entry(chunk.clone()).or_insert_with(|| {
+                    let known = cache.as_deref_mut().and_then(|c| {
+                        let hit = c.pieces.get(&chunk).cloned();
+                        c.hits += usize::from(hit.is_some());
+                        hit
+                    });
+                    jobs.push((chunk, known));
+                    jobs.len() - 1
+                });
+                pieces.push(Piece {
+                    sentence: (s, sentence),
+                    job,
+                });
+            }
+        }
+        texts_pieces.push(pieces);
+    }
+
+    let mut timings = Timings::default();
+    let mut next_text = 0;
+    let mut emit = |jobs: &[(Vec<u32>, Option<PieceOutput>)], timings: &mut Timings| {
+        while let Some(pieces) = texts_pieces.get(next_text) {
+            if !pieces.iter().all(|p| jobs[p.job].1.is_some()) {
+                break;
+            }
+            let mut t = assemble(pieces, jobs);
+            timings.total_ms = now_ms() - start;
+            let counts = engine.counts();
+            timings.gpu = counts - before;
+            t.timings = std::mem::take(timings);
+            (start, before) = (now_ms(), counts);
+            on_text(next_text, t);
+            next_text += 1;
+        }
+    };
+    emit(&jobs, &mut timings);
+
+    let mut todo: Vec<usize> = (0..jobs.len()).filter(|&j| jobs[j].1.is_none()).collect();
+    let mut window = batch;
+    while !todo.is_empty() {
+        let mut group: Vec<usize> = todo.drain(..window.min(todo.len())).collect();
+        window = (batch * LOOKAHEAD).max(ENCODER_BATCH);
+        // Stable: pieces of equal length keep their input order.
+        group.sort_by_key(|&j| jobs[j].0.len());
+        // Encoder batches of whole decoder batches (one decoder batch reads one encoder batch).
+        let per_encoder = (ENCODER_BATCH / batch).max(1) * batch;
+        for encoder_jobs in group.chunks(per_encoder) {
+            if cancelled() {
+                return Err(TranslateError::Cancelled);
+            }
+            let sources: Vec<Vec<u32>> = encoder_jobs.iter().map(|&j| jobs[j].0.clone()).collect();
+            let encoder_start = now_ms();
+            let encoded = engine
+                .encode(&sources)
+                .await
+                .map_err(TranslateError::Engine)?;
+            timings.encoder_ms += now_ms() - encoder_start;
+            let indices: Vec<usize> = (0..encoder_jobs.len()).collect();
+            for decoder_batch in indices.chunks(batch) {
+                if cancelled() {
+                    return Err(TranslateError::Cancelled);
+                }
+                let (results, stats) = engine
+                    .search(&encoded, decoder_batch, &options.search)
+                    .await
+                    .map_err(TranslateError::Engine)?;
+                timings.add(&stats);
+                for (&i, result) in decoder_batch.iter().zip(&results) {
+                    let output =
+                        piece_output(engine, &encoded, i, &sources[i], result, options).await?;
+                    let job = encoder_jobs[i];
+                    if let Some(cache) = cache.as_deref_mut() {
+                        cache.insert(sources[i].clone(), output.clone());
+                    }
+                    jobs[job].1 = Some(output);
+                }
+                emit(&jobs, &mut timings);
+            }
         }
     }
-    let mut sentences: Vec<SentenceTranslation> = Vec::new();
-    let mut timings = Timings::default();
-    if pieces.is_empty() {
-        return Ok(Translation {
-            text: String::new(),
-            sentences,
-            timings,
+    Ok(())
+}
+
+/// The n-best texts (each distinct translation once) and, if asked, the heatmap of a searched
+/// piece.
+async fn piece_output<E: TranslationEngine>(
+    engine: &E,
+    encoded: &E::Encoded,
+    i: usize,
+    tokens: &[u32],
+    result: &SearchResult,
+    options: &TranslateOptions,
+) -> Result<PieceOutput, TranslateError<E::Error>> {
+    let mut hypotheses: Vec<HypothesisText> = Vec::new();
+    for h in &result.hypotheses {
+        // Diverse groups can end on the same tokens; list each translation once.
+        if hypotheses.iter().any(|seen| seen.tokens == h.tokens) {
+            continue;
+        }
+        hypotheses.push(HypothesisText {
+            text: engine.target_tokenizer().decode(&h.tokens)?,
+            tokens: h.tokens.clone(),
+            score: h.score,
+            logprob: h.logprob,
         });
     }
-    // Encoder batches of at most ENCODER_BATCH pieces bound the memory of a long text.
-    let mut encoded = None;
-    for (n, (s, sentence, tokens)) in pieces.iter().enumerate() {
-        if cancelled() {
-            return Err(TranslateError::Cancelled);
-        }
-        let i = n % ENCODER_BATCH;
-        if i == 0 {
-            let batch: Vec<Vec<u32>> = pieces[n..]
-                .iter()
-                .take(ENCODER_BATCH)
-                .map(|p| p.2.clone())
-                .collect();
-            let encoder_start = now_ms();
-            encoded = Some(
-                engine
-                    .encode(&batch)
-                    .await
-                    .map_err(TranslateError::Engine)?,
-            );
-            timings.encoder_ms += now_ms() - encoder_start;
-        }
-        let Some(encoded) = encoded.as_ref() else {
+    let attention = match (options.attention, result.best()) {
+        (true, Some(best)) => Some(attention_map(engine, encoded, i, tokens, best).await?),
+        _ => None,
+    };
+    Ok(PieceOutput {
+        hypotheses,
+        attention,
+    })
+}
+
+/// A text's translation from its pieces' outputs (all known): a sentence cut into chunks gets
+/// its chunks' best translations joined, its first chunk's n-best list and heatmap.
+fn assemble(pieces: &[Piece], jobs: &[(Vec<u32>, Option<PieceOutput>)]) -> Translation {
+    let mut sentences: Vec<SentenceTranslation> = Vec::new();
+    for piece in pieces {
+        let Some(output) = jobs[piece.job].1.as_ref() else {
             continue;
         };
-        let (result, stats) = engine
-            .search(encoded, i, &options.search)
-            .await
-            .map_err(TranslateError::Engine)?;
-        timings.add(&stats);
-        let mut hypotheses: Vec<HypothesisText> = Vec::new();
-        for h in &result.hypotheses {
-            // Diverse groups can end on the same tokens; list each translation once.
-            if hypotheses.iter().any(|seen| seen.tokens == h.tokens) {
-                continue;
-            }
-            hypotheses.push(HypothesisText {
-                text: engine.target_tokenizer().decode(&h.tokens)?,
-                tokens: h.tokens.clone(),
-                score: h.score,
-                logprob: h.logprob,
-            });
-        }
-        let attention = match (options.attention, result.best()) {
-            (true, Some(best)) => Some(attention_map(engine, encoded, i, tokens, best).await?),
-            _ => None,
-        };
+        let (index, source) = piece.sentence;
         match sentences.last_mut() {
             // A later chunk of the same sentence: append to its best translation.
-            Some(last) if last.index == *s => {
-                if let (Some(first), Some(h)) = (last.hypotheses.first_mut(), hypotheses.first()) {
+            Some(last) if last.index == index => {
+                if let (Some(first), Some(h)) =
+                    (last.hypotheses.first_mut(), output.hypotheses.first())
+                {
                     first.text = format!("{} {}", first.text, h.text);
                     first.tokens.extend(&h.tokens);
                 }
                 last.chunks += 1;
             }
             _ => sentences.push(SentenceTranslation {
-                index: *s,
-                source: sentence.to_string(),
-                hypotheses,
-                attention,
+                index,
+                source: source.to_string(),
+                hypotheses: output.hypotheses.clone(),
+                attention: output.attention.clone(),
                 chunks: 1,
             }),
         }
@@ -284,13 +457,11 @@ pub async fn translate<E: TranslationEngine>(
         .filter(|t| !t.is_empty())
         .collect::<Vec<_>>()
         .join(" ");
-    timings.total_ms = now_ms() - start;
-    timings.gpu = engine.counts() - before;
-    Ok(Translation {
+    Translation {
         text,
         sentences,
-        timings,
-    })
+        timings: Timings::default(),
+    }
 }
 
 /// The cross-attention heatmap of `best` for piece `i` (`source` its tokens), heads averaged:
@@ -333,12 +504,26 @@ async fn attention_map<E: TranslationEngine>(
 }
 
 /// What [`translate`] does besides the search.
-#[derive(Clone, Debug, Default, PartialEq, serde::Deserialize, Serialize)]
+#[derive(Clone, Debug, PartialEq, serde::Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TranslateOptions {
     pub search: SearchOptions,
     /// Also compute the best hypothesis' cross-attention heatmap per sentence.
     pub attention: bool,
+    /// Sentences (pieces) decoded together, 1..=[`MAX_BATCH`] (others are clamped): every
+    /// live beam of each is a row of one decoder step. Changes no translation, only the speed;
+    /// 1 decodes one sentence at a time.
+    pub batch: usize,
+}
+
+impl Default for TranslateOptions {
+    fn default() -> Self {
+        Self {
+            search: SearchOptions::default(),
+            attention: false,
+            batch: DEFAULT_BATCH,
+        }
+    }
 }
 
 /// One of the n-best translations of a sentence.
@@ -386,7 +571,8 @@ pub struct SearchStats {
     pub gpu: GpuCounts,
 }
 
-/// Where the time of a translation went.
+/// Where the time of a translation went (decoder batches shared by several sentences are
+/// counted once).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct Timings {
     pub encoder_ms: f64,
@@ -408,7 +594,7 @@ impl Timings {
 }
 
 /// A translated text.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Translation {
     /// The best translations of all sentences, joined by spaces.
     pub text: String,

@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::search::testing::{TableError, TableModel};
-use crate::search::{SearchError, beam_search};
+use crate::search::{SearchError, beam_search_batch};
 use crate::weights::Bundle;
 use std::cell::{Cell, RefCell};
 
@@ -19,6 +19,8 @@ struct TableEngine {
     target: Tokenizer,
     /// Sizes of the batches passed to `encode`.
     batches: RefCell<Vec<usize>>,
+    /// Sizes of the batches passed to `search`.
+    decoder_batches: RefCell<Vec<usize>>,
     searches: Cell<usize>,
 }
 
@@ -33,6 +35,7 @@ impl TableEngine {
             source: bundle.source_tokenizer,
             target: bundle.target_tokenizer,
             batches: RefCell::new(Vec::new()),
+            decoder_batches: RefCell::new(Vec::new()),
             searches: Cell::new(0),
         }
     }
@@ -63,36 +66,32 @@ impl TranslationEngine for TableEngine {
         Ok(sources.to_vec())
     }
 
+    /// All pieces in one batched search, each with its own table.
     async fn search(
         &self,
         encoded: &Vec<Vec<u32>>,
-        i: usize,
+        pieces: &[usize],
         options: &SearchOptions,
-    ) -> Result<(SearchResult, SearchStats), Self::Error> {
-        self.searches.set(self.searches.get() + 1);
+    ) -> Result<(Vec<SearchResult>, SearchStats), Self::Error> {
+        self.searches.set(self.searches.get() + pieces.len());
+        self.decoder_batches.borrow_mut().push(pieces.len());
         let vocab = self.target.vocab_size();
-        let seed = encoded[i]
+        let tables = pieces
             .iter()
-            .fold(17u64, |h, &t| h.wrapping_mul(31) ^ u64::from(t));
-        let table = |history: &[u32]| -> Vec<f32> {
-            let h = history
-                .iter()
-                .fold(seed, |h, &t| h.wrapping_mul(1_000_003) ^ u64::from(t));
-            let mut logits: Vec<f32> = (0..vocab as u64)
-                .map(|i| ((h ^ i.wrapping_mul(0x9E37_79B9)) % 1000) as f32 / 100.0)
-                .collect();
-            // No special token but EOS, which grows likelier with every token.
-            logits[..EOS_ID as usize].fill(-100.0);
-            logits[EOS_ID as usize] = 2.0 * history.len() as f32;
-            logits
-        };
-        let mut model = TableModel::new(vocab, BOS_ID, EOS_ID, MAX_SEQ_LEN, table);
-        let result = beam_search(&mut model, options, encoded[i].len()).await?;
+            .map(|&i| piece_table(&encoded[i], vocab))
+            .collect();
+        let mut model = TableModel::batch(vocab, BOS_ID, EOS_ID, MAX_SEQ_LEN, tables);
+        let lens: Vec<usize> = pieces.iter().map(|&i| encoded[i].len()).collect();
+        let results = beam_search_batch(&mut model, options, &lens).await?;
         let stats = SearchStats {
-            steps: result.steps_taken(),
+            steps: results
+                .iter()
+                .map(SearchResult::steps_taken)
+                .max()
+                .unwrap_or(0),
             ..SearchStats::default()
         };
-        Ok((result, stats))
+        Ok((results, stats))
     }
 
     /// Head 0 looks at the first source token only, head 1 everywhere alike.
@@ -109,6 +108,25 @@ impl TranslationEngine for TableEngine {
             weights[t * s + row * s..][..s].fill(1.0 / s as f32);
         }
         Ok(weights)
+    }
+}
+
+/// Logits that hash the piece and the history.
+fn piece_table(piece: &[u32], vocab: usize) -> impl FnMut(&[u32]) -> Vec<f32> + use<> {
+    let seed = piece
+        .iter()
+        .fold(17u64, |h, &t| h.wrapping_mul(31) ^ u64::from(t));
+    move |history: &[u32]| -> Vec<f32> {
+        let h = history
+            .iter()
+            .fold(seed, |h, &t| h.wrapping_mul(1_000_003) ^ u64::from(t));
+        let mut logits: Vec<f32> = (0..vocab as u64)
+            .map(|i| ((h ^ i.wrapping_mul(0x9E37_79B9)) % 1000) as f32 / 100.0)
+            .collect();
+        // No special token but EOS, which grows likelier with every token.
+        logits[..EOS_ID as usize].fill(-100.0);
+        logits[EOS_ID as usize] = 2.0 * history.len() as f32;
+        logits
     }
 }
 
@@ -131,9 +149,9 @@ fn long_sentences_are_translated_in_chunks_and_joined() {
     let (mut tokens, mut texts): (Vec<u32>, Vec<String>) = (Vec::new(), Vec::new());
     for i in 0..chunks.len() {
         let options = SearchOptions::default();
-        let (result, _) =
-            pollster::block_on(engine.search(&chunks, i, &options)).expect("searches");
-        let best = result.best().expect("a hypothesis");
+        let (results, _) =
+            pollster::block_on(engine.search(&chunks, &[i], &options)).expect("searches");
+        let best = results[0].best().expect("a hypothesis");
         tokens.extend(&best.tokens);
         texts.push(engine.target.decode(&best.tokens).expect("decodes"));
     }
@@ -143,18 +161,47 @@ fn long_sentences_are_translated_in_chunks_and_joined() {
     assert_eq!(t.target_tokens(), tokens.len());
 }
 
+/// `n` different short sentences.
+fn sentences(n: usize) -> String {
+    let animals = [
+        "Hund", "Katze", "Pferd", "Mann", "Frau", "Kind", "Vogel", "Ball",
+    ];
+    (0..n)
+        .map(|i| format!("Ein {} und {}.", animals[i % 8], animals[(i / 8) % 8]))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The distinct pieces of `texts`: what the pipeline must search.
+fn distinct_pieces(engine: &TableEngine, texts: &[&str]) -> usize {
+    let mut seen = std::collections::HashSet::new();
+    for text in texts {
+        for sentence in text::split_sentences(text) {
+            seen.extend(source_chunks(engine, sentence).expect("tokenizes"));
+        }
+    }
+    seen.len()
+}
+
 #[test]
-fn pieces_are_encoded_in_batches_and_sentences_joined_by_spaces() {
+fn pieces_are_decoded_in_batches_and_sentences_joined_by_spaces() {
     let engine = TableEngine::new();
-    let text = "Ein Hund. ".repeat(40);
+    let text = sentences(40);
     let t = run(&engine, &text, &TranslateOptions::default());
     assert_eq!(t.sentences.len(), 40);
-    let pieces: usize = t.sentences.iter().map(|s| s.chunks).sum();
-    let mut expected = vec![ENCODER_BATCH; pieces / ENCODER_BATCH];
-    if !pieces.is_multiple_of(ENCODER_BATCH) {
-        expected.push(pieces % ENCODER_BATCH);
-    }
-    assert_eq!(*engine.batches.borrow(), expected);
+    let pieces = distinct_pieces(&engine, &[&text]);
+    let encoded = engine.batches.borrow().clone();
+    let decoded = engine.decoder_batches.borrow().clone();
+    assert_eq!(encoded.iter().sum::<usize>(), pieces, "{encoded:?}");
+    assert_eq!(decoded.iter().sum::<usize>(), pieces, "{decoded:?}");
+    assert!(encoded.iter().all(|&n| n <= ENCODER_BATCH), "{encoded:?}");
+    assert!(decoded.iter().all(|&n| n <= DEFAULT_BATCH), "{decoded:?}");
+    // The first decoder batch is the first pieces, at once; later ones fill up.
+    assert_eq!(decoded[0], DEFAULT_BATCH.min(pieces));
+    assert!(
+        decoded.len() <= pieces.div_ceil(DEFAULT_BATCH) + 2,
+        "{decoded:?}"
+    );
     assert_eq!(engine.searches.get(), pieces);
     let best: Vec<&str> = t
         .sentences
@@ -164,6 +211,99 @@ fn pieces_are_encoded_in_batches_and_sentences_joined_by_spaces() {
         .collect();
     assert_eq!(t.text, best.join(" "));
     assert!(t.sentences.iter().enumerate().all(|(i, s)| s.index == i));
+}
+
+#[test]
+fn batching_changes_no_translation() {
+    let text = sentences(30);
+    let one = run(
+        &TableEngine::new(),
+        &text,
+        &TranslateOptions {
+            batch: 1,
+            ..TranslateOptions::default()
+        },
+    );
+    for batch in [2, 7, 16, MAX_BATCH] {
+        let engine = TableEngine::new();
+        let options = TranslateOptions {
+            batch,
+            ..TranslateOptions::default()
+        };
+        let many = run(&engine, &text, &options);
+        assert_eq!(many.text, one.text, "batch {batch}");
+        assert_eq!(many.sentences, one.sentences, "batch {batch}");
+    }
+}
+
+#[test]
+fn texts_come_back_in_order_and_repeats_are_searched_once() {
+    let engine = TableEngine::new();
+    let mut texts: Vec<String> = (0..12).map(|i| sentences(i % 5 + 1)).collect();
+    texts.push(String::new());
+    texts.push("Ein Hund und Hund.".into());
+    let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let mut cache = TranslationCache::default();
+    let mut got = Vec::new();
+    let options = TranslateOptions {
+        batch: 3,
+        ..TranslateOptions::default()
+    };
+    pollster::block_on(translate_texts(
+        &engine,
+        &texts,
+        &options,
+        &|| false,
+        Some(&mut cache),
+        &mut |i, t| got.push((i, t)),
+    ))
+    .expect("translates");
+    assert_eq!(
+        got.iter().map(|g| g.0).collect::<Vec<_>>(),
+        (0..texts.len()).collect::<Vec<_>>()
+    );
+    // Only 5 distinct sentences in all: each piece searched once.
+    let pieces = distinct_pieces(&engine, &texts);
+    assert_eq!(engine.searches.get(), pieces);
+    for ((_, t), text) in got.iter().zip(&texts) {
+        assert_eq!(
+            t,
+            &Translation {
+                timings: t.timings,
+                ..run(&TableEngine::new(), text, &options)
+            }
+        );
+    }
+    // A second call answers from the cache; other options start it over.
+    let again = TableEngine::new();
+    let mut n = 0;
+    pollster::block_on(translate_texts(
+        &again,
+        &texts,
+        &options,
+        &|| false,
+        Some(&mut cache),
+        &mut |_, _| n += 1,
+    ))
+    .expect("translates");
+    assert_eq!(
+        (n, again.searches.get(), cache.hits),
+        (texts.len(), 0, pieces)
+    );
+    let greedy = TranslateOptions {
+        search: SearchOptions::greedy(),
+        ..options
+    };
+    pollster::block_on(translate_texts(
+        &again,
+        &texts,
+        &greedy,
+        &|| false,
+        Some(&mut cache),
+        &mut |_, _| (),
+    ))
+    .expect("translates");
+    assert_eq!(again.searches.get(), pieces);
 }
 
 #[test]
@@ -191,7 +331,7 @@ fn identical_hypotheses_are_listed_once() {
         "Ein Hund.",
         &TranslateOptions {
             search,
-            attention: false,
+            ..TranslateOptions::default()
         },
     );
     assert_eq!(t.sentences[0].hypotheses.len(), 1);
@@ -203,6 +343,7 @@ fn heatmaps_average_the_heads_of_the_best_hypothesis() {
     let options = TranslateOptions {
         search: SearchOptions::greedy(),
         attention: true,
+        ..TranslateOptions::default()
     };
     let t = run(&engine, "Ein Hund.", &options);
     let sentence = &t.sentences[0];
@@ -224,17 +365,21 @@ fn heatmaps_average_the_heads_of_the_best_hypothesis() {
 }
 
 #[test]
-fn cancellation_stops_before_the_next_piece() {
+fn cancellation_stops_before_the_next_batch() {
     let engine = TableEngine::new();
     let asked = Cell::new(0);
+    // Asked before the first encoder batch, its decoder batch, then the next encoder batch.
     let cancelled = || {
         asked.set(asked.get() + 1);
-        asked.get() > 1
+        asked.get() > 2
     };
     let result = pollster::block_on(translate(
         &engine,
         "Ein Hund. Eine Katze. Ein Pferd.",
-        &TranslateOptions::default(),
+        &TranslateOptions {
+            batch: 1,
+            ..TranslateOptions::default()
+        },
         &cancelled,
     ));
     assert!(matches!(result, Err(TranslateError::Cancelled)));
@@ -250,7 +395,7 @@ fn impossible_options_are_the_engines_error() {
             groups: 4,
             ..SearchOptions::default()
         },
-        attention: false,
+        ..TranslateOptions::default()
     };
     let result = pollster::block_on(translate(&engine, "Ein Hund.", &options, &|| false));
     assert!(matches!(
