@@ -15,7 +15,11 @@
 //! Vulkan driver the page uses (Chromium's `vk_swiftshader_icd.json`, in a child process of bench),
 //! so that page / native on one driver shows the wasm and WebGPU overhead apart from the difference
 //! between CPU drivers. Every row translates the same lines, one line at a time; greedy rows use no
-//! repetition penalty so that all engines compute the same thing. Prints a table and the ratios,
+//! repetition penalty so that all engines compute the same thing. Document rows
+//! (`--document-lines`, default 200): the first lines of `--src` as one request, `--batch`
+//! sentences per decoder step, against the same lines one at a time, greedy and beam 4, on our GPU
+//! and CPU engines, with the speed-up, the time to the first line and whether the output is
+//! identical. Prints a table and the ratios,
 //! and writes JSON with `--json`. Target tokens are counted without EOS. This is a measurement, not
 //! a test: figures vary with the load of the machine, so compare rows of one run.
 
@@ -29,7 +33,7 @@ use webnmt::gpu::{Gpu, GpuCounts};
 use webnmt::infer::Engine;
 use webnmt::model::{BurnEngine, Transformer};
 use webnmt::search::SearchOptions;
-use webnmt::translate::{TranslateOptions, TranslationEngine, now_ms, translate};
+use webnmt::translate::{TranslateOptions, TranslationEngine, now_ms, translate, translate_texts};
 use webnmt::weights::Bundle;
 
 /// Benchmark the GPU engine against burn (flex CPU, wgpu), CTranslate2 and our page in
@@ -69,6 +73,14 @@ struct Args {
     /// stdout (bench runs itself so on SwiftShader's Vulkan driver).
     #[arg(long, hide = true)]
     engine_rows_json: bool,
+    /// Document rows: the first N lines of `--src` as one request (`--batch` sentences per
+    /// decoder step) against the same lines one request and one sentence at a time, greedy and
+    /// beam 4, on our GPU engine and our CPU engine (1 thread). 0 skips them.
+    #[arg(long, default_value_t = 200)]
+    document_lines: usize,
+    /// Sentences per decoder step in the document rows.
+    #[arg(long, default_value_t = webnmt::translate::DEFAULT_BATCH)]
+    batch: usize,
     /// Write every row as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -189,6 +201,76 @@ async fn engine_row<E: TranslationEngine>(
         decoder_ms: Some(dec),
         bookkeeping_ms: Some(book),
         ..row(name, ms, tokens)
+    })
+}
+
+/// One engine and setting on a document: the two ways of translating it.
+struct DocumentRun {
+    /// One request per line, one sentence at a time (`batch` 1).
+    alone: Row,
+    /// One request for all lines; its p50/p95 are the times at which lines came out.
+    document: Row,
+    /// Milliseconds until the document's first line came out.
+    first_ms: f64,
+    /// Whether every line came out the same both ways.
+    same: bool,
+}
+
+/// `lines` translated one request per line, one sentence at a time, then as one request with
+/// `batch` sentences per decoder step.
+async fn document_rows<E: TranslationEngine>(
+    engine: &E,
+    lines: &[String],
+    name: &str,
+    search: SearchOptions,
+    batch: usize,
+) -> CliResult<DocumentRun> {
+    let alone = TranslateOptions {
+        search: search.clone(),
+        batch: 1,
+        ..TranslateOptions::default()
+    };
+    let (mut ms, mut tokens, mut texts) = (Vec::new(), 0, Vec::new());
+    for line in lines {
+        let t = translate(engine, line, &alone, &|| false).await?;
+        ms.push(t.timings.total_ms);
+        tokens += t.target_tokens();
+        texts.push(t.text);
+    }
+    let one_by_one = row(&format!("{name}, one at a time"), ms, tokens);
+    let together = TranslateOptions {
+        search,
+        batch,
+        ..TranslateOptions::default()
+    };
+    let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let (mut done_at, mut doc_tokens, mut same) = (Vec::new(), 0, true);
+    let start = now_ms();
+    translate_texts(engine, &refs, &together, &|| false, None, &mut |i, t| {
+        done_at.push(now_ms() - start);
+        doc_tokens += t.target_tokens();
+        same &= texts.get(i) == Some(&t.text);
+    })
+    .await?;
+    let seconds = (now_ms() - start) / 1000.0;
+    let mut sorted = done_at.clone();
+    sorted.sort_by(f64::total_cmp);
+    let document = Row {
+        name: format!("{name}, document (batch {batch})"),
+        sentences: done_at.len(),
+        seconds,
+        sentences_per_sec: done_at.len() as f64 / seconds.max(1e-9),
+        target_tokens_per_sec: doc_tokens as f64 / seconds.max(1e-9),
+        p50_ms: percentile(&sorted, 0.5),
+        p95_ms: percentile(&sorted, 0.95),
+        peak_rss_mib: peak_rss_mib(),
+        ..Default::default()
+    };
+    Ok(DocumentRun {
+        alone: one_by_one,
+        first_ms: sorted.first().copied().unwrap_or(0.0),
+        document,
+        same: same && done_at.len() == lines.len(),
     })
 }
 
@@ -550,10 +632,36 @@ async fn run(args: Args) -> CliResult {
     } else {
         Vec::new()
     };
+    let mut documents = Vec::new();
+    if args.document_lines > 0 {
+        let doc_lines: Vec<String> = text
+            .lines()
+            .take(args.document_lines)
+            .map(str::to_string)
+            .collect();
+        let cpu = CpuEngine::with_options(bundle.clone(), CpuOptions::default())?;
+        for (label, search) in settings[..2].iter().cloned() {
+            let name = format!("ours, {label}, {} lines", doc_lines.len());
+            eprintln!("{name}: one at a time, then as one document …");
+            documents
+                .push(document_rows(&engine, &doc_lines, &name, search.clone(), args.batch).await?);
+            let name = format!(
+                "ours CPU int8, 1 thread, {label}, {} lines",
+                doc_lines.len()
+            );
+            eprintln!("{name}: one at a time, then as one document …");
+            documents.push(document_rows(&cpu, &doc_lines, &name, search, args.batch).await?);
+        }
+    }
     let others = rows.len();
     rows.extend(page.iter().flat_map(|p| p.rows.iter().cloned()));
     let pages = rows.len();
     rows.extend(same_driver);
+    rows.extend(
+        documents
+            .iter()
+            .flat_map(|d| [d.alone.clone(), d.document.clone()]),
+    );
     print_table(&rows);
     let ours = rows[0].sentences_per_sec;
     for r in &rows[3..others] {
@@ -575,6 +683,16 @@ async fn run(args: Args) -> CliResult {
             );
         }
     }
+    for d in &documents {
+        println!(
+            "{} / one at a time: {:.2}× (sentences per second); first line out after {:.0} ms; \
+             output {}",
+            d.document.name,
+            d.document.sentences_per_sec / d.alone.sentences_per_sec.max(1e-9),
+            d.first_ms,
+            if d.same { "identical" } else { "DIFFERENT" }
+        );
+    }
     if let Some(path) = &args.json {
         let json = serde_json::json!({
             "model": args.model,
@@ -586,6 +704,12 @@ async fn run(args: Args) -> CliResult {
                 "adapter": p.adapter,
             })),
             "rows": rows,
+            "documents": documents.iter().map(|d| serde_json::json!({
+                "name": d.document.name,
+                "speedup": d.document.sentences_per_sec / d.alone.sentences_per_sec.max(1e-9),
+                "first_line_ms": d.first_ms,
+                "identical": d.same,
+            })).collect::<Vec<_>>(),
         });
         std::fs::write(path, serde_json::to_string_pretty(&json)?)
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
