@@ -9,13 +9,16 @@
 //! how often their argmax agrees with burn's, and its token differences are counted and printed.
 #![cfg(feature = "train")]
 
+mod common;
+
 use burn::tensor::{Device, Int, Tensor, TensorData};
+use common::{assert_batched_equals_alone, search_one};
 use pollster::block_on;
 use webnmt::config::BOS_ID;
 use webnmt::cpu::{CpuEngine, CpuOptions, MatmulKind};
 use webnmt::model::{BurnEngine, BurnSession, Transformer, greedy_decode};
 use webnmt::search::{SearchOptions, SearchResult, beam_search, log_softmax};
-use webnmt::translate::{SearchStats, TranslateOptions, TranslationEngine, translate};
+use webnmt::translate::{TranslateOptions, TranslationEngine, translate};
 use webnmt::weights::Bundle;
 
 const TINY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/tiny/bundle");
@@ -65,44 +68,6 @@ fn burn_teacher_forced(
         logits.try_into_vec_as().expect("logits"),
         weights.try_into_vec_as().expect("weights"),
     )
-}
-
-/// One piece's search, alone.
-fn search_one<E: TranslationEngine>(
-    engine: &E,
-    encoded: &E::Encoded,
-    i: usize,
-    options: &SearchOptions,
-) -> Result<(SearchResult, SearchStats), E::Error> {
-    let (mut results, stats) = block_on(engine.search(encoded, &[i], options))?;
-    Ok((results.remove(0), stats))
-}
-
-/// Every piece of 50 sentences (two encoder batches) searched in one batch equals its search
-/// alone: the same hypotheses, scores and steps, for greedy, beam 4 and the defaults.
-fn assert_batched_equals_alone<E: TranslationEngine>(engine: &E, sources: &[Vec<u32>])
-where
-    E::Error: std::fmt::Debug,
-{
-    let beam4 = SearchOptions {
-        beam: 4,
-        groups: 1,
-        diversity: 0.0,
-        n_best: 4,
-        ..SearchOptions::default()
-    };
-    for options in [SearchOptions::greedy(), beam4, SearchOptions::default()] {
-        for batch in sources.chunks(25) {
-            let encoded = block_on(engine.encode(batch)).expect("encoder runs");
-            let all: Vec<usize> = (0..batch.len()).collect();
-            let (batched, _) = block_on(engine.search(&encoded, &all, &options)).expect("batch");
-            assert_eq!(batched.len(), batch.len());
-            for (i, together) in batched.iter().enumerate() {
-                let (alone, _) = search_one(engine, &encoded, i, &options).expect("search");
-                assert_eq!(together, &alone, "piece {i} with {options:?}");
-            }
-        }
-    }
 }
 
 #[test]

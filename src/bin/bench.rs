@@ -133,15 +133,21 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[i]
 }
 
+/// A row from per-line milliseconds, one line after the other.
 fn row(name: &str, ms: Vec<f64>, target_tokens: usize) -> Row {
-    let mut sorted = ms.clone();
-    sorted.sort_by(f64::total_cmp);
     let seconds = ms.iter().sum::<f64>() / 1000.0;
+    timed_row(name, ms, seconds, target_tokens)
+}
+
+/// A row of `ms.len()` lines done in `seconds`; `ms` gives the percentiles.
+fn timed_row(name: &str, ms: Vec<f64>, seconds: f64, target_tokens: usize) -> Row {
+    let mut sorted = ms;
+    sorted.sort_by(f64::total_cmp);
     Row {
         name: name.to_string(),
-        sentences: ms.len(),
+        sentences: sorted.len(),
         seconds,
-        sentences_per_sec: ms.len() as f64 / seconds.max(1e-9),
+        sentences_per_sec: sorted.len() as f64 / seconds.max(1e-9),
         target_tokens_per_sec: target_tokens as f64 / seconds.max(1e-9),
         p50_ms: percentile(&sorted, 0.5),
         p95_ms: percentile(&sorted, 0.95),
@@ -253,24 +259,14 @@ async fn document_rows<E: TranslationEngine>(
     })
     .await?;
     let seconds = (now_ms() - start) / 1000.0;
-    let mut sorted = done_at.clone();
-    sorted.sort_by(f64::total_cmp);
-    let document = Row {
-        name: format!("{name}, document (batch {batch})"),
-        sentences: done_at.len(),
-        seconds,
-        sentences_per_sec: done_at.len() as f64 / seconds.max(1e-9),
-        target_tokens_per_sec: doc_tokens as f64 / seconds.max(1e-9),
-        p50_ms: percentile(&sorted, 0.5),
-        p95_ms: percentile(&sorted, 0.95),
-        peak_rss_mib: peak_rss_mib(),
-        ..Default::default()
-    };
+    let (first_ms, lines_out) = (done_at.first().copied().unwrap_or(0.0), done_at.len());
+    let name = format!("{name}, document (batch {batch})");
+    let document = timed_row(&name, done_at, seconds, doc_tokens);
     Ok(DocumentRun {
         alone: one_by_one,
-        first_ms: sorted.first().copied().unwrap_or(0.0),
+        first_ms,
         document,
-        same: same && done_at.len() == lines.len(),
+        same: same && lines_out == lines.len(),
     })
 }
 
