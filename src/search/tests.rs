@@ -706,6 +706,31 @@ fn top_k_sorts_descending_and_breaks_ties_by_token() {
 }
 
 #[test]
+fn top_k_equals_a_full_sort_on_random_rows_with_ties() {
+    // The one-pass top-k against sorting every (log-prob, id) pair, on rows with many ties,
+    // -inf, 0 and NaN.
+    let mut rng = SplitMix(7);
+    for case in 0..300 {
+        let n = 1 + (rng.next() % 60) as usize;
+        let lp: Vec<f32> = (0..n)
+            .map(|_| match rng.next() % 10 {
+                0 => f32::NEG_INFINITY,
+                1 => 0.0,
+                2 if case % 7 == 0 => f32::NAN,
+                r => -((rng.next() % 5) as f32) - r as f32 / 4.0,
+            })
+            .collect();
+        let mut ids: Vec<usize> = (0..n).collect();
+        ids.sort_by(|&a, &b| lp[b].total_cmp(&lp[a]).then(a.cmp(&b)));
+        for k in [1, 2, 3, 8, n, n + 3] {
+            let got: Vec<u32> = top_k(&lp, k).iter().map(|c| c.token).collect();
+            let want: Vec<u32> = ids.iter().take(k).map(|&i| i as u32).collect();
+            assert_eq!(got, want, "case {case}, k {k}, {lp:?}");
+        }
+    }
+}
+
+#[test]
 fn log_softmax_normalises_and_keeps_impossible_tokens_impossible() {
     let mut l = [1.0, 2.0, 3.0, f32::NEG_INFINITY];
     log_softmax(&mut l);
