@@ -3,7 +3,7 @@
 // SwiftShader WebGPU, driven through the browser-test harness (tests/browser/harness.mjs).
 //
 //   node scripts/page_bench.mjs --model web/models/de-en --src ../shared/data/de-en/test.de \
-//       --limit 10 [--rows '[{"label":"greedy","search":{…}},…]']
+//       --limit 10 [--rows '[{"label":"greedy","search":{…}},…]'] [--engine gpu|cpu]
 //   node scripts/page_bench.mjs --check [--model DIR]   # only check the set-up (bench does first)
 //
 // What runs: `dist/` (the trunk build) served on 127.0.0.1, with the bundle `--model` mounted at
@@ -20,6 +20,11 @@
 // Model download, verification, upload and shader compilation are not timed: the page loads the
 // model before the first row, and one untimed warm-up sentence (the first line, the default
 // options: beam 8 in 4 groups, as bench's native warm-up) runs before the first row.
+//
+// Engine: `--engine gpu` (the default) launches Chromium with SwiftShader WebGPU; `--engine cpu`
+// launches it without WebGPU, so the page loads the model on its int8 CPU engine (WebAssembly
+// SIMD, one thread), as a browser without WebGPU does; rows are then named `page (CPU, wasm
+// SIMD)` and the GPU counters are zero.
 //
 // Rows: `--rows` is a JSON array of `{ label, search }` (`search` is a SearchOptions object;
 // bench passes exactly the options of its native rows); without it, greedy (beam 1, no
@@ -55,7 +60,7 @@ function fail(message) {
 }
 
 function parseArgs(argv) {
-  const args = { model: join(ROOT, 'web/models/de-en'), src: null, limit: 100, rows: DEFAULT_ROWS, check: false };
+  const args = { model: join(ROOT, 'web/models/de-en'), src: null, limit: 100, rows: DEFAULT_ROWS, check: false, engine: 'gpu' };
   for (let i = 0; i < argv.length; i += 2) {
     const [flag, value] = [argv[i], argv[i + 1]];
     if (flag === '--check') {
@@ -75,6 +80,10 @@ function parseArgs(argv) {
         args.limit = Number(value);
         if (!Number.isInteger(args.limit) || args.limit < 1) fail(`--limit must be a positive integer, not ${value}`);
         break;
+      case '--engine':
+        if (value !== 'gpu' && value !== 'cpu') fail(`--engine must be gpu or cpu, not ${value}`);
+        args.engine = value;
+        break;
       case '--rows':
         try {
           args.rows = JSON.parse(value);
@@ -83,7 +92,7 @@ function parseArgs(argv) {
         }
         break;
       default:
-        fail(`unknown flag ${flag} (flags: --model DIR --src FILE --limit N --rows JSON --check)`);
+        fail(`unknown flag ${flag} (flags: --model DIR --src FILE --limit N --rows JSON --engine gpu|cpu --check)`);
     }
   }
   if (!args.src && !args.check) fail('--src FILE is required');
@@ -265,7 +274,7 @@ async function main() {
     mounts: { '/models/bench/': args.model },
     files: { '/models/index.json': JSON.stringify(index) },
   });
-  const browser = await harness.launch({ webgpu: true });
+  const browser = await harness.launch({ webgpu: args.engine === 'gpu' });
   try {
     const { page, log } = await harness.openPage(browser, server.url, { init: captureWorkers });
     const t0 = Date.now();
@@ -273,11 +282,13 @@ async function main() {
     if (state !== 'ready') throw new Error(`the page did not load the model: ${status}\n${log.join('\n')}`);
     // wgpu on the web reports no adapter name; the browser's GPUAdapterInfo says more.
     const adapter = await page.evaluate(async () => {
-      const info = (await navigator.gpu.requestAdapter())?.info ?? {};
+      const info = (await navigator.gpu?.requestAdapter())?.info ?? {};
       const { vendor = '', architecture = '', device = '', description = '' } = info;
       return { vendor, architecture, device, description };
     });
-    const label = adapter.architecture === 'swiftshader'
+    const label = args.engine === 'cpu'
+      ? 'CPU, wasm SIMD'
+      : adapter.architecture === 'swiftshader'
       ? 'SwiftShader'
       : adapter.description || [adapter.vendor, adapter.architecture].filter(Boolean).join(' ') || 'WebGPU';
     console.error(`page: Chromium ${await browser.version()}, WebGPU adapter ${JSON.stringify(adapter)}; model ready in ${((Date.now() - t0) / 1000).toFixed(1)} s`);

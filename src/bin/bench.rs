@@ -14,7 +14,9 @@
 //! renderer, from /proc). With `--browser`, our engine also runs natively on the same SwiftShader
 //! Vulkan driver the page uses (Chromium's `vk_swiftshader_icd.json`, in a child process of bench),
 //! so that page / native on one driver shows the wasm and WebGPU overhead apart from the difference
-//! between CPU drivers. Every row translates the same lines, one line at a time; greedy rows use no
+//! between CPU drivers. With `--browser` (and without `--skip-cpu`) the page also runs in
+//! Chromium without WebGPU, on its int8 CPU engine in wasm (greedy and beam 4), with ratios to our
+//! native CPU engine at 1 thread and to the page on WebGPU. Every row translates the same lines, one line at a time; greedy rows use no
 //! repetition penalty so that all engines compute the same thing. Document rows
 //! (`--document-lines`, default 200): the first lines of `--src` as one request, `--batch`
 //! sentences per decoder step, against the same lines one at a time, greedy and beam 4, on our GPU
@@ -415,7 +417,7 @@ fn page_bench(script_args: &[&std::ffi::OsStr]) -> CliResult<Vec<u8>> {
 
 /// Our page in headless Chromium (SwiftShader WebGPU) with `settings`, through
 /// `scripts/page_bench.mjs`.
-fn page_rows(args: &Args, settings: &[(&str, SearchOptions)]) -> CliResult<PageRun> {
+fn page_rows(args: &Args, settings: &[(&str, SearchOptions)], engine: &str) -> CliResult<PageRun> {
     let rows: Vec<_> = settings
         .iter()
         .map(|(label, search)| serde_json::json!({ "label": label, "search": search }))
@@ -433,6 +435,8 @@ fn page_rows(args: &Args, settings: &[(&str, SearchOptions)]) -> CliResult<PageR
         limit.as_ref(),
         "--rows".as_ref(),
         rows.as_ref(),
+        "--engine".as_ref(),
+        engine.as_ref(),
     ])?;
     let run = serde_json::from_slice(&stdout)
         .map_err(|e| format!("cannot read the rows of scripts/page_bench.mjs: {e}"))?;
@@ -607,9 +611,8 @@ async fn run(args: Args) -> CliResult {
         eprintln!("CTranslate2 …");
         rows.extend(ctranslate2_rows(&args)?);
     }
-    let page = if args.browser {
-        eprintln!("our page in headless Chromium (SwiftShader WebGPU) …");
-        let page = page_rows(&args, &settings[..2])?;
+    let page_run = |engine: &str| -> CliResult<PageRun> {
+        let page = page_rows(&args, &settings[..2], engine)?;
         if page.lines != lines.len() {
             return Err(format!(
                 "scripts/page_bench.mjs read {} lines of {}, bench {}",
@@ -619,7 +622,18 @@ async fn run(args: Args) -> CliResult {
             )
             .into());
         }
-        Some(page)
+        Ok(page)
+    };
+    let page = if args.browser {
+        eprintln!("our page in headless Chromium (SwiftShader WebGPU) …");
+        Some(page_run("gpu")?)
+    } else {
+        None
+    };
+    // The page without WebGPU, on its int8 CPU engine in wasm, beside the native CPU rows.
+    let page_cpu = if args.browser && !args.skip_cpu {
+        eprintln!("our page in headless Chromium without WebGPU (CPU engine, wasm SIMD) …");
+        Some(page_run("cpu")?)
     } else {
         None
     };
@@ -653,6 +667,8 @@ async fn run(args: Args) -> CliResult {
     rows.extend(page.iter().flat_map(|p| p.rows.iter().cloned()));
     let pages = rows.len();
     rows.extend(same_driver);
+    let page_cpu_rows: Vec<Row> = page_cpu.iter().flat_map(|p| p.rows.clone()).collect();
+    rows.extend(page_cpu_rows.iter().cloned());
     rows.extend(
         documents
             .iter()
@@ -676,6 +692,22 @@ async fn run(args: Args) -> CliResult {
                 r.name,
                 native.name,
                 r.sentences_per_sec / native.sentences_per_sec.max(1e-9)
+            );
+        }
+    }
+    // The page on the CPU beside our native CPU engine at 1 thread and the page on WebGPU.
+    for (i, r) in page_cpu_rows.iter().enumerate() {
+        let label = settings[i].0;
+        let native = rows
+            .iter()
+            .find(|n| n.name == format!("ours CPU int8, 1 thread, {label}"));
+        let webgpu = rows[others..pages].get(i);
+        for other in [native, webgpu].into_iter().flatten() {
+            println!(
+                "{} / {}: {:.2}× (sentences per second)",
+                r.name,
+                other.name,
+                r.sentences_per_sec / other.sentences_per_sec.max(1e-9)
             );
         }
     }
