@@ -10,8 +10,8 @@
 //!
 //! Each variant has a portable kernel written for auto-vectorization (16 independent lanes, i8
 //! widened to i32 / f32), an AVX2 kernel natively (chosen at run time with
-//! `is_x86_feature_detected!`) and a simd128 kernel on wasm32 when compiled with
-//! `target_feature = "simd128"`. Kernels compute one row of `x` against four rows of `W` at
+//! `is_x86_feature_detected!`; for int8, an AVX-512 VNNI kernel where the CPU has it) and a
+//! simd128 kernel on wasm32 when compiled with `target_feature = "simd128"`. Kernels compute one row of `x` against four rows of `W` at
 //! once, so `x` is loaded once per four outputs.
 //!
 //! Natively, large products split the rows of `W` (output features) across `threads` scoped
@@ -51,22 +51,27 @@ pub struct Q8Linear {
     pub scale: Vec<f32>,
     /// `[n]`.
     pub bias: Vec<f32>,
+    /// `[n]`: each row's sum of int8 weights (the AVX-512 VNNI kernel multiplies `x + 128`,
+    /// unsigned, and subtracts `128 · sum`).
+    pub sums: Vec<i32>,
 }
 
 impl Q8Linear {
     /// The bundle's packed matrix (four int8 values per little-endian `u32`) with `bias`
     /// (`[n]`; an empty slice means no bias).
     pub fn new(m: &QuantizedMatrix, bias: &[f32]) -> Self {
-        let w = m
+        let w: Vec<i8> = m
             .packed
             .iter()
             .flat_map(|word| word.to_le_bytes())
             .map(|b| b as i8)
             .collect();
+        let sums = w_sums(&w, m.k);
         Self {
             n: m.n,
             k: m.k,
             w,
+            sums,
             scale: m.scale.clone(),
             bias: if bias.is_empty() {
                 vec![0.0; m.n]
@@ -85,6 +90,13 @@ impl Q8Linear {
     pub fn bytes(&self) -> usize {
         self.w.len() + 8 * self.n
     }
+}
+
+/// Each row's sum of `w` (`[n, k]`).
+fn w_sums(w: &[i8], k: usize) -> Vec<i32> {
+    w.chunks_exact(k.max(1))
+        .map(|row| row.iter().map(|&v| i32::from(v)).sum())
+        .collect()
 }
 
 /// Quantizes each row of `x` (`[m, k]`) to int8: `q = round(x / sx)`, `sx = max|x| / 127`
@@ -195,6 +207,7 @@ fn block(
             let group = (rows.end - r).min(4);
             // Fewer than four rows left: repeat the last one (its extra results are dropped).
             let ws: [&[i8]; 4] = std::array::from_fn(|j| w.row(r + j.min(group - 1)));
+            let sums: [i32; 4] = std::array::from_fn(|j| w.sums[r + j.min(group - 1)]);
             for i in m0..m1 {
                 let out: [f32; 4] = match input {
                     Input::F32(x) => {
@@ -202,7 +215,7 @@ fn block(
                         std::array::from_fn(|j| d[j] * w.scale[r + j.min(group - 1)])
                     }
                     Input::Int8(q, s) => {
-                        let d = dot4_i8(&q[i * k..][..k], ws);
+                        let d = dot4_i8(&q[i * k..][..k], ws, sums);
                         std::array::from_fn(|j| d[j] as f32 * s[i] * w.scale[r + j.min(group - 1)])
                     }
                 };
@@ -229,8 +242,14 @@ pub fn dot4_f32(x: &[f32], w: [&[i8]; 4]) -> [f32; 4] {
     portable::dot4_f32(x, w)
 }
 
-/// Four dot products of int8 `x` with int8 rows `w`, exact in i32.
-pub fn dot4_i8(x: &[i8], w: [&[i8]; 4]) -> [i32; 4] {
+/// Four dot products of int8 `x` with int8 rows `w`, exact in i32. `sums[j]` must be the sum
+/// of `w[j]` (over the first `x.len()` entries).
+pub fn dot4_i8(x: &[i8], w: [&[i8]; 4], sums: [i32; 4]) -> [i32; 4] {
+    #[cfg(target_arch = "x86_64")]
+    if vnni512() {
+        // SAFETY: AVX-512 F, BW and VNNI were detected at run time.
+        return unsafe { x86::dot4_i8_vnni(x, w, sums) };
+    }
     #[cfg(target_arch = "x86_64")]
     if avx2() {
         // SAFETY: AVX2 was detected at run time.
@@ -255,8 +274,27 @@ fn avx2() -> bool {
     })
 }
 
+/// Whether the AVX-512 VNNI int8 kernel may run (cached). `WEBNMT_NO_SIMD=1` or
+/// `WEBNMT_NO_VNNI=1` turn it off (for measurements).
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn vnni512() -> bool {
+    use std::sync::OnceLock;
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| {
+        std::env::var_os("WEBNMT_NO_VNNI").is_none()
+            && avx2()
+            && is_x86_feature_detected!("avx512f")
+            && is_x86_feature_detected!("avx512bw")
+            && is_x86_feature_detected!("avx512vnni")
+    })
+}
+
 /// Which kernels [`dot4_f32`] and [`dot4_i8`] use on this machine.
 pub fn simd_name() -> &'static str {
+    #[cfg(target_arch = "x86_64")]
+    if vnni512() {
+        return "avx2 + avx512-vnni";
+    }
     #[cfg(target_arch = "x86_64")]
     if avx2() {
         return "avx2";
@@ -315,7 +353,7 @@ pub mod portable {
 }
 
 #[cfg(target_arch = "x86_64")]
-mod x86 {
+pub(crate) mod x86 {
     use std::arch::x86_64::*;
 
     #[target_feature(enable = "avx2,fma")]
@@ -367,6 +405,53 @@ mod x86 {
         std::array::from_fn(|j| {
             let tail: f32 = (body..k).map(|c| x[c] * f32::from(w[j][c])).sum();
             hsum(acc[j]) + tail
+        })
+    }
+
+    /// See [`super::dot4_i8`]: 64 lanes per step with `vpdpbusd`, which multiplies unsigned
+    /// by signed bytes: `x + 128` (a sign-bit flip) times `w`, summed in i32, minus
+    /// `128 · Σ w`; exact (a lane adds four products of at most 255 · 127). The rest of `x`
+    /// (`k` not a multiple of 64) goes through the AVX2 kernel.
+    #[target_feature(enable = "avx2,avx512f,avx512bw,avx512vnni")]
+    pub unsafe fn dot4_i8_vnni(x: &[i8], w: [&[i8]; 4], sums: [i32; 4]) -> [i32; 4] {
+        let k = x.len();
+        assert!(w.iter().all(|r| r.len() >= k));
+        let body = k / 64 * 64;
+        let flip = _mm512_set1_epi8(-128);
+        let mut acc = [_mm512_setzero_si512(); 4];
+        let mut c = 0;
+        while c < body {
+            // SAFETY: c + 64 ≤ k ≤ every row's length.
+            unsafe {
+                let xu = _mm512_xor_si512(_mm512_loadu_si512(x.as_ptr().add(c).cast()), flip);
+                for j in 0..4 {
+                    let wv = _mm512_loadu_si512(w[j].as_ptr().add(c).cast());
+                    acc[j] = _mm512_dpbusd_epi32(acc[j], xu, wv);
+                }
+            }
+            c += 64;
+        }
+        // Σ (x + 128) · w over the body, four sums at once: 512 → 256 → 128 bits, then two
+        // horizontal adds of the four vectors.
+        let half = |v: __m512i| {
+            _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64::<1>(v))
+        };
+        let quarter =
+            |v: __m256i| _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+        let q: [__m128i; 4] = std::array::from_fn(|j| quarter(half(acc[j])));
+        let s = _mm_hadd_epi32(_mm_hadd_epi32(q[0], q[1]), _mm_hadd_epi32(q[2], q[3]));
+        let mut out = [0i32; 4];
+        // SAFETY: `out` holds four i32.
+        unsafe { _mm_storeu_si128(out.as_mut_ptr().cast(), s) };
+        let rest = if body < k {
+            // SAFETY: AVX2 is enabled on this function.
+            unsafe { dot4_i8(&x[body..], std::array::from_fn(|j| &w[j][body..k])) }
+        } else {
+            [0; 4]
+        };
+        std::array::from_fn(|j| {
+            let body_sum: i32 = sums[j] - w[j][body..k].iter().map(|&v| i32::from(v)).sum::<i32>();
+            out[j] - 128 * body_sum + rest[j]
         })
     }
 

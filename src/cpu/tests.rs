@@ -99,14 +99,29 @@ fn matmul_int8_matches_reference_on_quantized_activations() {
 #[test]
 fn simd_kernels_match_portable_kernels() {
     let mut rng = SmallRng::seed_from_u64(9);
-    for k in [4, 8, 12, 32, 36, 100, 256, 1024] {
+    for k in [4, 8, 12, 32, 36, 64, 100, 128, 200, 256, 1024] {
         let x = random(&mut rng, k);
         let (xq, _) = quantize_rows(&x, k);
         let rows: Vec<Vec<i8>> = (0..4)
             .map(|_| (0..k).map(|_| rng.random_range(-127..=127i8)).collect())
             .collect();
         let w: [&[i8]; 4] = std::array::from_fn(|j| rows[j].as_slice());
-        assert_eq!(matmul::dot4_i8(&xq, w), portable::dot4_i8(&xq, w), "k {k}");
+        let sums: [i32; 4] = std::array::from_fn(|j| rows[j].iter().map(|&v| i32::from(v)).sum());
+        let want = portable::dot4_i8(&xq, w);
+        assert_eq!(matmul::dot4_i8(&xq, w, sums), want, "k {k}");
+        // Each x86 kernel this machine has, whichever `dot4_i8` chose.
+        #[cfg(target_arch = "x86_64")]
+        {
+            if is_x86_feature_detected!("avx2") {
+                // SAFETY: AVX2 is present.
+                assert_eq!(unsafe { matmul::x86::dot4_i8(&xq, w) }, want, "avx2, k {k}");
+            }
+            if matmul::vnni512() {
+                // SAFETY: AVX-512 F, BW and VNNI are present.
+                let got = unsafe { matmul::x86::dot4_i8_vnni(&xq, w, sums) };
+                assert_eq!(got, want, "avx512-vnni, k {k}");
+            }
+        }
         let (got, want) = (matmul::dot4_f32(&x, w), portable::dot4_f32(&x, w));
         let c = compare(&got, &want, 1e-3, 1e-5);
         assert!(c.passed(), "k {k} ({}): {c:?}", matmul::simd_name());
