@@ -8,6 +8,12 @@
 //! - [`Translator::translate`] translates a text with the search options of the page on
 //!   whichever engine is loaded and returns the n-best lists, timings and heatmaps as plain JS
 //!   objects (the same shape for both engines).
+//! - [`Translator::translate_texts`] translates many texts (a document's sentences) together,
+//!   handing each translation to a callback in input order as soon as it is done, and skips
+//!   sentences translated before: the translator keeps a [`TranslationCache`] for as long as
+//!   its model is loaded (the page's lifetime), as Firefox Translations does.
+//!   [`split_sentences`] gives the worker the same sentences the pipeline translates, so it
+//!   can count progress in sentences and send the first ones first.
 //! - [`self_check`] runs every WebGPU kernel against its CPU reference (the page's diagnostics;
 //!   WebGPU only).
 //!
@@ -26,10 +32,12 @@ use crate::search::{SearchOptions, SearchResult};
 use crate::selfcheck;
 use crate::tokenizer::Tokenizer;
 use crate::translate::{
-    SearchStats, TranslateError, TranslateOptions, Translation, TranslationEngine, translate,
+    SearchStats, TranslateError, TranslateOptions, Translation, TranslationCache,
+    TranslationEngine, text, translate,
 };
 use crate::weights::{Bundle, BundleError};
 use serde::Serialize;
+use std::cell::{Cell, RefCell};
 use wasm_bindgen::prelude::*;
 
 /// The seed of the self-check inputs (any value works; fixed so runs are comparable).
@@ -230,6 +238,68 @@ pub struct Translator {
     source_lang: String,
     target_lang: String,
     metrics: serde_json::Value,
+    /// The translations of document sentences searched so far with this model, so a sentence
+    /// that comes again (in the same document or a later one) is not searched again. Used by
+    /// [`Translator::translate_texts`] only: the interactive box asks for heatmaps, and the
+    /// cache holds one set of options at a time.
+    document_cache: RefCell<TranslationCache>,
+}
+
+/// `options` as the page sends them: a `TranslateOptions` object whose missing fields take the
+/// defaults, or nothing for all defaults.
+fn parse_options(options: JsValue) -> Result<TranslateOptions, JsValue> {
+    if options.is_undefined() || options.is_null() {
+        Ok(TranslateOptions::default())
+    } else {
+        serde_wasm_bindgen::from_value(options).map_err(|e| error("options", e))
+    }
+}
+
+/// Runs [`crate::translate::translate_texts`] on `engine`, handing each translation to
+/// `on_text` as a JS value. A failing `on_text` (a JS exception, or a translation that cannot
+/// become a JS value) stops the work at the next batch, and its error is the result.
+async fn translate_texts_on<E: TranslationEngine>(
+    engine: &E,
+    texts: &[&str],
+    options: &TranslateOptions,
+    cancelled: &dyn Fn() -> bool,
+    cache: &mut TranslationCache,
+    on_text: &js_sys::Function,
+    engine_error: impl FnOnce(E::Error) -> JsValue,
+) -> Result<(), JsValue> {
+    let mut failure: Option<JsValue> = None;
+    let failed = Cell::new(false);
+    let is_cancelled = || failed.get() || cancelled();
+    let mut hand_out = |index: usize, translation: Translation| {
+        if failed.get() {
+            return;
+        }
+        let handed = translation
+            .serialize(&serde_wasm_bindgen::Serializer::json_compatible())
+            .map_err(internal_error)
+            .and_then(|value| {
+                on_text
+                    .call2(&JsValue::NULL, &JsValue::from(index as f64), &value)
+                    .map(drop)
+            });
+        if let Err(e) = handed {
+            failed.set(true);
+            failure = Some(e);
+        }
+    };
+    let result = crate::translate::translate_texts(
+        engine,
+        texts,
+        options,
+        &is_cancelled,
+        Some(cache),
+        &mut hand_out,
+    )
+    .await;
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    result.map_err(|e| translate_error(e, engine_error))
 }
 
 #[wasm_bindgen]
@@ -280,6 +350,7 @@ impl Translator {
             source_lang,
             target_lang,
             metrics,
+            document_cache: RefCell::default(),
         })
     }
 
@@ -310,11 +381,7 @@ impl Translator {
         options: JsValue,
         cancelled: js_sys::Function,
     ) -> Result<JsValue, JsValue> {
-        let options: TranslateOptions = if options.is_undefined() || options.is_null() {
-            TranslateOptions::default()
-        } else {
-            serde_wasm_bindgen::from_value(options).map_err(|e| error("options", e))?
-        };
+        let options = parse_options(options)?;
         let is_cancelled = || cancelled.call0(&JsValue::NULL).is_ok_and(|v| v.is_truthy());
         let translation: Translation = match &self.engine {
             Loaded::Gpu(engine) => translate(engine.as_ref(), &text, &options, &is_cancelled)
@@ -328,6 +395,73 @@ impl Translator {
             .serialize(&serde_wasm_bindgen::Serializer::json_compatible())
             .map_err(internal_error)
     }
+
+    /// Translates `texts` (an array of strings: lines, paragraphs or single sentences) with
+    /// `options` as [`Translator::translate`] translates each, decoding `options.batch`
+    /// sentences per step across texts, and calls `on_text(index, translation)` for each text
+    /// in input order as soon as it and every text before it are done (`translation` has the
+    /// shape `translate` returns). Sentences searched before with this model and the same
+    /// options come from its cache; identical sentences are searched once. `cancelled` is
+    /// called before each encoder and decoder batch; when it returns true the work stops with
+    /// a `cancelled` error (the texts handed out so far stay valid).
+    ///
+    /// Resolves to the number of sentences (pieces) this call took from the cache.
+    #[wasm_bindgen(js_name = translateTexts)]
+    pub async fn translate_texts(
+        &self,
+        texts: Vec<String>,
+        options: JsValue,
+        cancelled: js_sys::Function,
+        on_text: js_sys::Function,
+    ) -> Result<JsValue, JsValue> {
+        let options = parse_options(options)?;
+        let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let is_cancelled = || cancelled.call0(&JsValue::NULL).is_ok_and(|v| v.is_truthy());
+        // Taken out for the call (no borrow lives across an await): a second call running at
+        // the same time starts from an empty cache, and the last one to finish keeps its own.
+        let mut cache = self.document_cache.take();
+        let hits_before = cache.hits;
+        let result = match &self.engine {
+            Loaded::Gpu(engine) => {
+                translate_texts_on(
+                    engine.as_ref(),
+                    &texts,
+                    &options,
+                    &is_cancelled,
+                    &mut cache,
+                    &on_text,
+                    engine_error,
+                )
+                .await
+            }
+            Loaded::Cpu(engine) => {
+                translate_texts_on(
+                    engine.as_ref(),
+                    &texts,
+                    &options,
+                    &is_cancelled,
+                    &mut cache,
+                    &on_text,
+                    cpu_error,
+                )
+                .await
+            }
+        };
+        let hits = cache.hits.saturating_sub(hits_before);
+        *self.document_cache.borrow_mut() = cache;
+        result.map(|()| JsValue::from(hits as f64))
+    }
+}
+
+/// The sentences of `text` as the translation pipeline splits them (trimmed, blank ones
+/// dropped, line breaks always ending one): the units of a document's progress. Translating
+/// each alone and joining the translations with spaces gives the text's translation.
+#[wasm_bindgen(js_name = splitSentences)]
+pub fn split_sentences(text: &str) -> Vec<String> {
+    text::split_sentences(text)
+        .into_iter()
+        .map(str::to_string)
+        .collect()
 }
 
 /// The decoding defaults (the reference implementation's): beam 8, 4 groups, diversity 0.5,

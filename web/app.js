@@ -1,5 +1,15 @@
-// The page: model picker, download progress, translation UI, n-best list, attention heatmap and
-// diagnostics. The engine runs in web/worker.js; this script only posts messages and draws.
+// The page: model picker, download progress, translation UI, n-best list, attention heatmap,
+// documents (.txt / .srt files and long pasted text) and diagnostics. The engine runs in
+// web/worker.js; this script only posts messages and draws.
+//
+// Documents: a .txt file is one segment per line (empty lines stay empty lines); a .srt file is
+// one segment per cue, its text lines joined with a space (a sentence often runs over two
+// subtitle lines, and the pipeline ends a sentence at every line break), without the markup
+// tags (<i>, {\an8}) the model cannot translate. The worker translates the segments sentence
+// by sentence and sends each in order; the page appends them to the preview in one batch per
+// message (at most DOC_PREVIEW_ROWS rows: a 1 MB file has tens of thousands of lines, and the
+// download holds them all) and writes the download in the file's own format: the same lines,
+// or the same cues with their numbers and times and the translated text on one line.
 //
 // Safety: every string from the user, the model or an error goes into the page through
 // textContent or as canvas text, never as HTML; handlers are attached with addEventListener
@@ -33,6 +43,17 @@ const ui = {
   selfcheckStatus: $('selfcheck-status'),
   selfcheckRows: $('selfcheck-rows'),
   adapter: $('adapter'),
+  translateDocument: $('translate-document'),
+  dropZone: $('drop-zone'),
+  docFile: $('doc-file'),
+  docCancel: $('doc-cancel'),
+  docDownload: $('doc-download'),
+  docStatus: $('doc-status'),
+  docProgressBox: $('doc-progress-box'),
+  docProgress: $('doc-progress'),
+  docProgressText: $('doc-progress-text'),
+  docPreviewNote: $('doc-preview-note'),
+  docOutput: $('doc-output'),
 };
 
 /** The decoding options the page exposes: input id → field of SearchOptions. */
@@ -51,6 +72,10 @@ const PAGE_N_BEST = 4;
 const CPU_ENGINE = 'CPU (WebAssembly SIMD)';
 /** The one line the page shows when this browser has no WebGPU. */
 const NO_WEBGPU_NOTICE = `No WebGPU here: translating on the ${CPU_ENGINE}`;
+/** The document preview shows this many rows (lines or cues) at most; the download has all. */
+const DOC_PREVIEW_ROWS = 2000;
+/** The largest file the page opens (a 1 MB text is about 15,000 sentences). */
+const DOC_MAX_BYTES = 32 << 20;
 
 const state = {
   worker: null,
@@ -66,6 +91,8 @@ const state = {
   pending: null, // the translation request in flight: { id, text, options, retried }
   result: null,
   selfcheckPending: false,
+  langs: null, // { source, target } of the loaded model (document file names)
+  doc: null, // the document being translated or last translated (see startDocument)
 };
 
 // ---------------------------------------------------------------- small DOM helpers
@@ -131,6 +158,7 @@ function restartWorker() {
 }
 
 function onEngineCrash(message) {
+  failDocument(`The translation engine stopped (${message}). Translate the document again.`);
   const request = state.pending;
   if (restartWorker()) {
     setTranslateStatus('error', `The translation engine stopped (${message}); it was restarted.`, request?.id);
@@ -173,6 +201,15 @@ function onWorkerMessage(worker, message) {
       break;
     case 'translate-error':
       onTranslateError(message);
+      break;
+    case 'document-progress':
+      onDocumentProgress(message);
+      break;
+    case 'document-done':
+      onDocumentDone(message);
+      break;
+    case 'document-error':
+      onDocumentError(message);
       break;
     case 'selfcheck':
       showSelfCheck(message.report);
@@ -256,6 +293,7 @@ function onLoaded({ model, engine, webgpu, info, fromCache }) {
   showEngine(webgpu, engine);
   const name = state.models.find((m) => m.id === model)?.name ?? model;
   setStatus(ui.modelStatus, 'ready', `${name} is ready${fromCache ? ' (loaded from this device)' : ''}.`);
+  state.langs = { source: info.source_lang, target: info.target_lang };
   const params = (info.parameters / 1e6).toFixed(1);
   const prepared = `prepared in ${Math.round(info.load_ms)} ms`;
   if (engine === 'cpu') {
@@ -270,12 +308,14 @@ function onLoaded({ model, engine, webgpu, info, fromCache }) {
   ui.translate.disabled = false;
   ui.model.disabled = false;
   if (state.pending && !state.pending.sent) sendTranslation(state.pending);
+  if (state.doc && state.doc.state === 'running' && !state.doc.sent) sendDocument(state.doc);
 }
 
 function onLoadError(error) {
   state.ready = false;
   ui.translate.disabled = true;
   if (error.kind === 'no-webgpu') {
+    failDocument('The model could not be loaded (see above), so the document was not translated.');
     setStatus(ui.modelStatus, 'no-webgpu', error.message);
     ui.retry.hidden = true;
     ui.progressText.textContent = 'Not downloaded: this browser cannot run the model.';
@@ -287,6 +327,7 @@ function onLoadError(error) {
   }
   setStatus(ui.modelStatus, error.kind === 'integrity' ? 'integrity' : 'error', describeError(error));
   ui.retry.hidden = false;
+  failDocument('The model could not be loaded (see above), so the document was not translated.');
 }
 
 // ---------------------------------------------------------------- options
@@ -506,6 +547,355 @@ function drawHeatmap(attention) {
   canvas.setAttribute('aria-label', `Cross-attention: ${tgt.length} target tokens × ${src.length} source tokens`);
 }
 
+// ---------------------------------------------------------------- documents
+
+/** A document that cannot be read: `message` says why, and where. */
+class DocumentError extends Error {}
+
+/** The line break the text uses most: '\r\n' or '\n' (written back in the download). */
+function lineBreak(text) {
+  const crlf = text.split('\r\n').length - 1;
+  const lf = text.split('\n').length - 1;
+  return crlf > 0 && crlf * 2 >= lf ? '\r\n' : '\n';
+}
+
+/** Plain text: one segment per line, empty lines kept; a final line break is kept too. */
+function parseTxt(text) {
+  const lines = text.split(/\r\n|\r|\n/);
+  const finalBreak = lines.length > 1 && lines[lines.length - 1] === '';
+  if (finalBreak) lines.pop();
+  return { kind: 'txt', segments: lines, eol: lineBreak(text), finalBreak };
+}
+
+/** `HH:MM:SS,mmm --> HH:MM:SS,mmm` (a dot for the comma and position settings after it pass). */
+const SRT_TIMING = /^\s*\d{1,3}:\d{2}:\d{2}[,.]\d{1,3}\s*-->\s*\d{1,3}:\d{2}:\d{2}[,.]\d{1,3}(\s.*)?$/;
+const SRT_NUMBER = /^\s*\d+\s*$/;
+/** Markup the model cannot translate: HTML-like tags and ASS overrides such as {\an8}. */
+const SRT_MARKUP = /<\/?[a-zA-Z][^>]*>|\{\\[^}]*\}/g;
+
+/**
+ * SubRip subtitles: cues of a number line, a timing line, text lines and a blank line. CRLF, a
+ * missing final blank line, a missing number line and cues not separated by a blank line are
+ * tolerated. A cue's segment is its text lines joined by a space, without markup.
+ */
+function parseSrt(text) {
+  const lines = text.split(/\r\n|\r|\n/);
+  const cues = [];
+  let i = 0;
+  while (i < lines.length) {
+    if (lines[i].trim() === '') {
+      i += 1;
+      continue;
+    }
+    const shown = (line) => (line === undefined ? 'the end of the file' : `“${line.length > 60 ? `${line.slice(0, 57)}…` : line}”`);
+    let number = null;
+    if (SRT_NUMBER.test(lines[i])) {
+      number = lines[i].trim();
+      i += 1;
+    } else if (!SRT_TIMING.test(lines[i])) {
+      throw new DocumentError(`line ${i + 1}: expected a cue number, found ${shown(lines[i])}. Is this a SubRip (.srt) file?`);
+    }
+    if (i >= lines.length || !SRT_TIMING.test(lines[i])) {
+      throw new DocumentError(`line ${i + 1}: expected a timing line like 00:00:01,000 --> 00:00:04,000, found ${shown(lines[i])}`);
+    }
+    const timing = lines[i].trim();
+    i += 1;
+    const textLines = [];
+    while (i < lines.length && lines[i].trim() !== '') {
+      // A cue that follows without a blank line: its number, then its timing.
+      if (SRT_NUMBER.test(lines[i]) && i + 1 < lines.length && SRT_TIMING.test(lines[i + 1])) break;
+      if (SRT_TIMING.test(lines[i])) break;
+      textLines.push(lines[i]);
+      i += 1;
+    }
+    cues.push({ number, timing, source: textLines.join('\n') });
+  }
+  if (cues.length === 0) throw new DocumentError('the file holds no subtitles');
+  const segments = cues.map((c) => c.source.replace(SRT_MARKUP, '').split('\n').map((l) => l.trim()).filter((l) => l !== '').join(' '));
+  return { kind: 'srt', segments, cues, eol: lineBreak(text) };
+}
+
+/** Where `bytes` stop being UTF-8: `{ byte, line }` (both from 1), or null if they are. */
+function invalidUtf8(bytes) {
+  let line = 1;
+  let i = 0;
+  while (i < bytes.length) {
+    const b = bytes[i];
+    let n = 0;
+    let min = 0;
+    if (b < 0x80) {
+      if (b === 0x0a) line += 1;
+      i += 1;
+      continue;
+    } else if (b >= 0xc2 && b <= 0xdf) [n, min] = [1, 0x80];
+    else if (b >= 0xe0 && b <= 0xef) [n, min] = [2, 0x800];
+    else if (b >= 0xf0 && b <= 0xf4) [n, min] = [3, 0x10000];
+    else return { byte: i + 1, line };
+    let code = b & (0x3f >> n);
+    for (let k = 1; k <= n; k++) {
+      const c = bytes[i + k];
+      if (c === undefined || (c & 0xc0) !== 0x80) return { byte: i + 1, line };
+      code = (code << 6) | (c & 0x3f);
+    }
+    if (code < min || code > 0x10ffff || (code >= 0xd800 && code <= 0xdfff)) return { byte: i + 1, line };
+    i += n + 1;
+  }
+  return null;
+}
+
+/** The kind of document a file name says: 'txt', 'srt', or a DocumentError. */
+function documentKind(name) {
+  const match = /\.([^.]+)$/.exec(name);
+  const ext = match ? match[1].toLowerCase() : '';
+  if (ext === 'txt' || ext === 'srt') return ext;
+  throw new DocumentError(`“${name}” is not a .txt or .srt file: only plain text (.txt, UTF-8) and SubRip subtitles (.srt) can be translated here`);
+}
+
+/** Reads a File as a document: `{ kind, segments, … }`, or throws a DocumentError. */
+async function readDocumentFile(file) {
+  const kind = documentKind(file.name);
+  if (file.size > DOC_MAX_BYTES) {
+    throw new DocumentError(`“${file.name}” is ${formatBytes(file.size)}; files up to ${formatBytes(DOC_MAX_BYTES)} can be translated here`);
+  }
+  const bytes = new Uint8Array(await file.arrayBuffer());
+  let text;
+  try {
+    text = new TextDecoder('utf-8', { fatal: true }).decode(bytes); // drops a BOM
+  } catch {
+    const at = invalidUtf8(bytes);
+    const where = at ? ` (line ${at.line}, byte ${at.byte})` : '';
+    throw new DocumentError(`“${file.name}” is not UTF-8 text${where}: save it as UTF-8 and open it again`);
+  }
+  try {
+    return kind === 'srt' ? parseSrt(text) : parseTxt(text);
+  } catch (e) {
+    if (e instanceof DocumentError) throw new DocumentError(`“${file.name}”, ${e.message}`);
+    throw e;
+  }
+}
+
+/** The download's name: `film.srt` → `film.en.srt`, `film.de.srt` (from German) → `film.en.srt`. */
+function downloadName(name, kind) {
+  const target = state.langs?.target ?? 'translated';
+  let stem = name.replace(/\.[^.]+$/, '');
+  const source = state.langs?.source;
+  if (source && stem.toLowerCase().endsWith(`.${source.toLowerCase()}`)) stem = stem.slice(0, -source.length - 1);
+  return `${stem || 'document'}.${target}.${kind}`;
+}
+
+/** The translated document in its own format. */
+function serializeDocument(doc) {
+  const { eol } = doc.parsed;
+  if (doc.parsed.kind === 'txt') return doc.translations.join(eol) + (doc.parsed.finalBreak ? eol : '');
+  return doc.parsed.cues
+    .map((cue, i) => [...(cue.number === null ? [] : [cue.number]), cue.timing, ...(doc.translations[i] ? [doc.translations[i]] : [])].join(eol))
+    .join(eol + eol) + eol;
+}
+
+function setDocumentStatus(dataState, text) {
+  if (state.doc) ui.docStatus.dataset.doc = String(state.doc.id);
+  setStatus(ui.docStatus, dataState, text);
+}
+
+function showDocumentProgress(doc) {
+  const { done, total } = doc;
+  ui.docProgress.max = Math.max(1, total);
+  ui.docProgress.value = done;
+  ui.docProgress.dataset.done = String(done);
+  ui.docProgress.dataset.total = String(total);
+  ui.docProgressText.textContent = `${done} / ${total} sentence${total === 1 ? '' : 's'}`;
+}
+
+/**
+ * Starts translating `parsed` (from parseTxt or parseSrt) named `name`: any document still
+ * running is cancelled first.
+ */
+function startDocument(parsed, name) {
+  if (state.doc?.state === 'running') cancelDocument();
+  let options;
+  try {
+    // No heatmaps for documents; before the worker has said its defaults, the wasm defaults.
+    options = state.defaults ? { ...readOptions(), attention: false } : { attention: false };
+  } catch (e) {
+    showDocumentError(e.message);
+    return;
+  }
+  const doc = {
+    id: state.nextId++,
+    name,
+    parsed,
+    options,
+    translations: new Array(parsed.segments.length).fill(''),
+    rows: [], // the preview's rows: { row, text } per segment shown
+    done: 0,
+    total: 0,
+    state: 'running',
+    sent: false,
+    started: performance.now(),
+    firstResultMs: null,
+  };
+  state.doc = doc;
+  ui.docOutput.replaceChildren();
+  ui.docOutput.hidden = parsed.segments.length === 0;
+  ui.docProgressBox.hidden = false;
+  const unit = parsed.kind === 'srt' ? 'subtitles' : 'lines';
+  ui.docPreviewNote.hidden = parsed.segments.length <= DOC_PREVIEW_ROWS;
+  ui.docPreviewNote.textContent = `The preview shows the first ${DOC_PREVIEW_ROWS.toLocaleString('en')} of ${parsed.segments.length.toLocaleString('en')} ${unit}; the download has them all.`;
+  showDocumentProgress(doc);
+  ui.docCancel.disabled = false;
+  ui.docDownload.disabled = true;
+  setDocumentStatus('running', `Translating ${name} (${parsed.segments.length} ${unit})…`);
+  if (state.ready) sendDocument(doc);
+}
+
+function sendDocument(doc) {
+  doc.sent = true;
+  state.worker.postMessage({ type: 'document', id: doc.id, segments: doc.parsed.segments, options: doc.options });
+}
+
+/** One preview row for segment `index` of `doc`. */
+function documentRow(doc, index) {
+  const row = el('div', undefined, 'doc-row');
+  row.dataset.index = String(index);
+  const source = doc.parsed.kind === 'srt' ? doc.parsed.cues[index].source : doc.parsed.segments[index];
+  row.title = source;
+  if (doc.parsed.kind === 'srt') {
+    const cue = doc.parsed.cues[index];
+    row.append(el('span', `${cue.number ?? index + 1} · ${cue.timing.replace('-->', '→')}`, 'doc-meta'));
+  }
+  const text = el('span', '', 'doc-text');
+  row.append(text);
+  return { row, text };
+}
+
+function onDocumentProgress({ id, results, done, total }) {
+  const doc = state.doc;
+  if (!doc || doc.id !== id || doc.state !== 'running') return;
+  // One fragment per message: the rows are laid out once, however many results came.
+  const fragment = document.createDocumentFragment();
+  const touched = new Set();
+  for (const { index, text, last } of results) {
+    if (text) doc.translations[index] = doc.translations[index] ? `${doc.translations[index]} ${text}` : text;
+    if (index >= DOC_PREVIEW_ROWS) continue;
+    if (!doc.rows[index]) {
+      doc.rows[index] = documentRow(doc, index);
+      fragment.append(doc.rows[index].row);
+    }
+    if (last) doc.rows[index].row.dataset.complete = 'true';
+    touched.add(index);
+  }
+  for (const index of touched) doc.rows[index].text.textContent = doc.translations[index];
+  ui.docOutput.append(fragment);
+  if (doc.firstResultMs === null && done > 0) {
+    doc.firstResultMs = performance.now() - doc.started;
+    ui.docOutput.dataset.firstResultMs = String(Math.round(doc.firstResultMs));
+  }
+  Object.assign(doc, { done, total });
+  showDocumentProgress(doc);
+}
+
+function onDocumentDone({ id, done, total, distinct, ms }) {
+  const doc = state.doc;
+  if (!doc || doc.id !== id || doc.state !== 'running') return;
+  Object.assign(doc, { done, total, state: 'done' });
+  showDocumentProgress(doc);
+  ui.docCancel.disabled = true;
+  ui.docDownload.disabled = false;
+  const repeats = total - distinct;
+  const once = repeats > 0 ? `; ${distinct} different ones: ${repeats} repeat${repeats === 1 ? ' was' : 's were'} not translated again` : '';
+  setDocumentStatus('done', `Translated ${total} sentence${total === 1 ? '' : 's'} in ${(ms / 1000).toFixed(1)} s${once}.`);
+}
+
+function onDocumentError({ id, error }) {
+  const doc = state.doc;
+  if (!doc || doc.id !== id) return;
+  if (error.kind === 'cancelled') {
+    // The worker has stopped working on it (the page stopped listening at Cancel already).
+    ui.docStatus.dataset.stopped = String(id);
+    if (doc.state === 'running') {
+      doc.state = 'cancelled';
+      ui.docCancel.disabled = true;
+      setDocumentStatus('cancelled', `Stopped after ${doc.done} of ${doc.total} sentences.`);
+    }
+    return;
+  }
+  if (doc.state !== 'running') return;
+  doc.state = 'error';
+  ui.docCancel.disabled = true;
+  if (error.kind === 'gpu') restartWorker();
+  setDocumentStatus('error', `The document could not be translated. ${describeError(error)}`);
+}
+
+/** Marks the running document as failed with `message` (the engine is gone). */
+function failDocument(message) {
+  const doc = state.doc;
+  if (!doc || doc.state !== 'running') return;
+  doc.state = 'error';
+  ui.docCancel.disabled = true;
+  setDocumentStatus('error', message);
+}
+
+/** An error about a document that did not start (unreadable file, bad options). */
+function showDocumentError(message) {
+  ui.docStatus.dataset.doc = String(state.nextId++);
+  setStatus(ui.docStatus, 'error', message);
+}
+
+function cancelDocument() {
+  const doc = state.doc;
+  if (!doc || doc.state !== 'running') return;
+  doc.state = 'cancelled';
+  ui.docCancel.disabled = true;
+  if (doc.sent) state.worker.postMessage({ type: 'cancel', id: doc.id });
+  setDocumentStatus('cancelled', `Cancelled after ${doc.done} of ${doc.total} sentences.`);
+}
+
+async function openDocumentFile(file) {
+  let parsed;
+  try {
+    parsed = await readDocumentFile(file);
+  } catch (e) {
+    if (state.doc?.state === 'running') cancelDocument();
+    showDocumentError(e instanceof DocumentError ? `${e.message}.` : `“${file.name}” could not be read: ${e.message}.`);
+    return;
+  }
+  startDocument(parsed, file.name);
+}
+
+/** The text box as a document: subtitles if it holds some, lines otherwise. */
+function translatePastedDocument() {
+  const text = ui.source.value.replace(/^\uFEFF/, '');
+  if (text.trim() === '') {
+    showDocumentError('Type or paste some text into the source box first.');
+    return;
+  }
+  const lines = text.split(/\r\n|\r|\n/).filter((l) => l.trim() !== '');
+  const looksSrt = lines.length >= 2 && SRT_NUMBER.test(lines[0]) && SRT_TIMING.test(lines[1]);
+  let parsed;
+  try {
+    parsed = looksSrt ? parseSrt(text) : parseTxt(text);
+  } catch (e) {
+    showDocumentError(`The pasted subtitles: ${e.message}.`);
+    return;
+  }
+  startDocument(parsed, looksSrt ? 'pasted.srt' : 'pasted.txt');
+  ui.docStatus.scrollIntoView?.({ block: 'nearest' });
+}
+
+function downloadDocument() {
+  const doc = state.doc;
+  if (!doc || doc.state !== 'done') return;
+  const type = doc.parsed.kind === 'srt' ? 'application/x-subrip' : 'text/plain';
+  const url = URL.createObjectURL(new Blob([serializeDocument(doc)], { type: `${type};charset=utf-8` }));
+  const link = el('a');
+  link.href = url;
+  link.download = downloadName(doc.name, doc.parsed.kind);
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 60_000);
+}
+
 // ---------------------------------------------------------------- diagnostics
 
 function showSelfCheck(report) {
@@ -597,6 +987,34 @@ ui.optReset.addEventListener('click', () => {
   if (state.defaults) fillOptions(state.defaults.search);
 });
 ui.selfcheckRun.addEventListener('click', runSelfCheck);
+ui.translateDocument.addEventListener('click', translatePastedDocument);
+ui.docFile.addEventListener('change', () => {
+  const file = ui.docFile.files?.[0];
+  ui.docFile.value = ''; // the same file again is a change too
+  if (file) openDocumentFile(file);
+});
+ui.docCancel.addEventListener('click', cancelDocument);
+ui.docDownload.addEventListener('click', downloadDocument);
+ui.dropZone.addEventListener('dragover', (event) => {
+  event.preventDefault();
+  event.dataTransfer.dropEffect = 'copy';
+  ui.dropZone.dataset.over = 'true';
+});
+ui.dropZone.addEventListener('dragleave', () => {
+  ui.dropZone.dataset.over = 'false';
+});
+ui.dropZone.addEventListener('drop', (event) => {
+  event.preventDefault();
+  ui.dropZone.dataset.over = 'false';
+  const file = event.dataTransfer.files?.[0];
+  if (file) openDocumentFile(file);
+});
+// A file dropped beside the zone must not replace the page with the file.
+for (const type of ['dragover', 'drop']) {
+  window.addEventListener(type, (event) => {
+    if (event.dataTransfer?.types?.includes('Files')) event.preventDefault();
+  });
+}
 
 async function main() {
   if ('serviceWorker' in navigator) {

@@ -9,6 +9,10 @@
 //   { type: 'load', model, engine }            download (or read from the Cache API) and load a
 //                                              bundle on engine 'gpu' (the default) or 'cpu'
 //   { type: 'translate', id, text, options }   translate; a newer request cancels an older one
+//   { type: 'document', id, segments, options } translate a document: segments are its lines (or
+//                                              subtitle cues), each translated as the box would;
+//                                              a newer document replaces (cancels) an older one
+//   { type: 'cancel', id }                     stop document `id`
 //   { type: 'selfcheck' }                      run every WebGPU kernel against its CPU reference
 // Messages to the page:
 //   { type: 'started', defaults, webgpu }      the wasm module is ready; the decoding defaults;
@@ -17,18 +21,49 @@
 //   { type: 'loaded', model, engine, webgpu, info, fromCache }
 //   { type: 'load-error', model, error }       error = { kind, message }
 //   { type: 'result', id, result } / { type: 'translate-error', id, error }
+//   { type: 'document-progress', id, results, done, total, distinct, cached }
+//                                              results: [{ index, text, last }] in order, one per
+//                                              finished sentence of segment `index` (its
+//                                              translation, to join with spaces) or one with
+//                                              text '' for a segment without sentences; `last`:
+//                                              the segment is complete. done / total: sentences;
+//                                              distinct: different sentences (each repeated one
+//                                              is translated once); cached: sentences taken from
+//                                              the cache of earlier chunks and documents so far
+//   { type: 'document-done', id, done, total, distinct, cached, ms }
+//   { type: 'document-error', id, error }      error.kind 'cancelled' once the work has stopped
 //   { type: 'selfcheck', report } / { type: 'selfcheck-error', error }
 //   { type: 'panic', message }                 the wasm module panicked: this worker is unusable
 //
 // Error kinds: no-webgpu (the self-check only: a load falls back to the CPU), integrity, bundle,
 // options, gpu (never from the CPU engine), tokenizer, search, internal, cancelled (from the wasm
 // side), and network, internal (from here). The page restarts this worker only for gpu.
-import init, { Translator, defaultOptions, noWebgpuMessage, selfCheck } from './webnmt.js';
+//
+// Documents: the segments are split into sentences (splitSentences, the pipeline's own split),
+// which are translated in chunks through translateTexts: a small first chunk so the first
+// sentence shows up soon, then larger ones (up to DOCUMENT_CHUNK_MAX) so the decoder batches
+// stay full and sentences of similar length decode together. A segment's translation is its
+// sentences' translations joined by spaces, exactly what 'translate' gives for it. The wasm
+// side keeps a cache of translated sentences for as long as the model is loaded, so repeated
+// sentences are searched once.
+//
+// Priority: the interactive box first. A 'translate' request that arrives while a document is
+// translated stops the document's chunk at its next decoder batch (the sentences finished so
+// far are kept, and are in the cache), runs, and the document resumes where it stopped. So a
+// person typing never waits for a document, and a document only waits while requests keep
+// coming.
+import init, { Translator, defaultOptions, noWebgpuMessage, selfCheck, splitSentences } from './webnmt.js';
 
 /** Cache API store of verified model files; sw.js serves model requests from it too. */
 const MODEL_CACHE = 'webnmt-models-v1';
 /** Progress messages at most this often (ms): enough for a smooth bar, few messages. */
 const PROGRESS_INTERVAL_MS = 50;
+/** A document's first chunk of sentences: small, so the first translation comes soon. */
+const DOCUMENT_CHUNK_FIRST = 1;
+/** The largest chunk of sentences given to translateTexts at once. */
+const DOCUMENT_CHUNK_MAX = 256;
+/** Document results are posted at most this often (ms), and at the end of each chunk. */
+const DOCUMENT_POST_INTERVAL_MS = 100;
 
 let panicked = false;
 self.onwasmpanic = (message) => {
@@ -231,31 +266,195 @@ async function load(id, requested) {
 }
 
 // Translation requests: one runs at a time; a newer one makes the running one's `cancelled`
-// callback return true (checked before each sentence) and replaces any waiting one.
+// callback return true (checked before each encoder and decoder batch) and replaces any waiting
+// one. Interactive requests go before document chunks (see the header).
 let generation = 0;
-let running = null;
-let waiting = null;
+let running = null; // the loop below while it runs
+let waiting = null; // the interactive request to run next
+let documentJob = null; // the document being translated
+const cancelledDocuments = new Set(); // ids cancelled before their job started
 
 async function runTranslations() {
-  while (waiting) {
-    const request = waiting;
-    waiting = null;
-    const mine = request.generation;
-    try {
-      if (!translator) throw { kind: 'bundle', message: 'no model is loaded yet' };
-      const result = await translator.translate(request.text, request.options, () => generation !== mine);
-      self.postMessage({ type: 'result', id: request.id, result });
-    } catch (e) {
-      self.postMessage({ type: 'translate-error', id: request.id, error: toError(e) });
+  for (;;) {
+    if (waiting) {
+      await runInteractive();
+    } else if (documentJob) {
+      await runDocumentChunk(documentJob);
+      // A task boundary between chunks: a chunk answered from the cache awaits nothing that
+      // lets the worker's messages (cancel, a newer request) in.
+      await new Promise((resolve) => setTimeout(resolve, 0));
+    } else {
+      break;
     }
   }
   running = null;
 }
 
+function schedule() {
+  if (!running) running = runTranslations();
+}
+
+async function runInteractive() {
+  const request = waiting;
+  waiting = null;
+  const mine = request.generation;
+  try {
+    if (!translator) throw { kind: 'bundle', message: 'no model is loaded yet' };
+    const result = await translator.translate(request.text, request.options, () => generation !== mine);
+    self.postMessage({ type: 'result', id: request.id, result });
+  } catch (e) {
+    self.postMessage({ type: 'translate-error', id: request.id, error: toError(e) });
+  }
+}
+
 function translate(request) {
   generation += 1;
   waiting = { ...request, generation };
-  if (!running) running = runTranslations();
+  schedule();
+}
+
+/**
+ * Starts a document (replacing the running one): splits its segments into sentences and makes
+ * the job the loop translates chunk by chunk: the sentences (`texts`, with `segmentOf` their
+ * segment and `lastOf` whether each ends it), how far it got, and the results not yet posted.
+ */
+function startDocument({ id, segments, options }) {
+  if (documentJob) stopDocument(documentJob);
+  if (cancelledDocuments.delete(id)) {
+    self.postMessage({ type: 'document-error', id, error: { kind: 'cancelled', message: 'the document was cancelled' } });
+    return;
+  }
+  if (!Array.isArray(segments) || !segments.every((s) => typeof s === 'string')) {
+    self.postMessage({ type: 'document-error', id, error: { kind: 'internal', message: 'a document must be an array of strings' } });
+    return;
+  }
+  const texts = [];
+  const segmentOf = [];
+  const lastOf = [];
+  try {
+    segments.forEach((segment, index) => {
+      const sentences = splitSentences(segment);
+      sentences.forEach((sentence, k) => {
+        texts.push(sentence);
+        segmentOf.push(index);
+        lastOf.push(k === sentences.length - 1);
+      });
+    });
+  } catch (e) {
+    self.postMessage({ type: 'document-error', id, error: toError(e) });
+    return;
+  }
+  documentJob = {
+    id,
+    options,
+    segments: segments.length,
+    texts,
+    distinct: new Set(texts).size,
+    segmentOf,
+    lastOf,
+    posted: 0, // sentences translated and queued for the page
+    postedDone: -1, // `posted` as of the last message
+    nextSegment: 0, // the first segment not yet complete
+    chunks: 0,
+    cached: 0,
+    pending: [], // results not yet posted
+    lastPost: 0,
+    started: performance.now(),
+    running: false, // inside translateTexts
+    stopped: false,
+  };
+  // The total at once, so the page's bar starts from 0 / total.
+  postDocumentProgress(documentJob, true);
+  schedule();
+}
+
+/** Queues the results of sentence `k` (and of any sentence-less segments before it). */
+function sentenceDone(job, k, text) {
+  const segment = job.segmentOf[k];
+  while (job.nextSegment < segment) job.pending.push({ index: job.nextSegment++, text: '', last: true });
+  const last = job.lastOf[k];
+  job.pending.push({ index: segment, text, last });
+  if (last) job.nextSegment = segment + 1;
+  job.posted = k + 1;
+}
+
+function postDocumentProgress(job, force) {
+  const now = performance.now();
+  if (!force && now - job.lastPost < DOCUMENT_POST_INTERVAL_MS) return;
+  if (job.pending.length === 0 && job.postedDone === job.posted) return; // nothing new
+  job.lastPost = now;
+  job.postedDone = job.posted;
+  const results = job.pending;
+  job.pending = [];
+  self.postMessage({ type: 'document-progress', id: job.id, results, done: job.posted, total: job.texts.length, distinct: job.distinct, cached: job.cached });
+}
+
+/** Stops `job`: the page hears `cancelled` once no translateTexts of it runs any more. */
+function stopDocument(job) {
+  job.stopped = true;
+  if (documentJob === job) documentJob = null;
+  if (!job.running) {
+    self.postMessage({ type: 'document-error', id: job.id, error: { kind: 'cancelled', message: 'the document was cancelled' } });
+  }
+}
+
+/** The next chunk's size: 1, then batch, 4 × batch, … up to DOCUMENT_CHUNK_MAX sentences. */
+function chunkSize(job) {
+  const batch = Math.max(1, Number(job.options?.batch) || 16);
+  return job.chunks === 0 ? DOCUMENT_CHUNK_FIRST : Math.min(DOCUMENT_CHUNK_MAX, batch * 4 ** (job.chunks - 1));
+}
+
+async function runDocumentChunk(job) {
+  const start = job.posted;
+  const end = Math.min(job.texts.length, start + chunkSize(job));
+  job.running = true;
+  try {
+    if (!translator) throw { kind: 'bundle', message: 'no model is loaded yet' };
+    if (start < end) {
+      const hits = await translator.translateTexts(
+        job.texts.slice(start, end),
+        job.options,
+        () => job.stopped || waiting !== null,
+        (i, translation) => {
+          if (job.stopped) return; // cancelled: the page hears nothing more of it
+          sentenceDone(job, start + i, translation.text);
+          postDocumentProgress(job, false);
+        },
+      );
+      job.cached += hits;
+      job.chunks += 1;
+    }
+    job.running = false;
+    if (job.stopped) throw { kind: 'cancelled', message: 'the document was cancelled' };
+    if (job.posted === job.texts.length) {
+      while (job.nextSegment < job.segments) job.pending.push({ index: job.nextSegment++, text: '', last: true });
+      postDocumentProgress(job, true);
+      if (documentJob === job) documentJob = null;
+      self.postMessage({
+        type: 'document-done', id: job.id, done: job.posted, total: job.texts.length, distinct: job.distinct, cached: job.cached, ms: performance.now() - job.started,
+      });
+    } else {
+      postDocumentProgress(job, true);
+    }
+  } catch (e) {
+    job.running = false;
+    const error = toError(e);
+    if (error.kind === 'cancelled' && !job.stopped) {
+      // Stopped for an interactive request: resume from the first sentence not handed out.
+      postDocumentProgress(job, true);
+      return;
+    }
+    if (!job.stopped) postDocumentProgress(job, true);
+    if (documentJob === job) documentJob = null;
+    job.stopped = true;
+    self.postMessage({ type: 'document-error', id: job.id, error });
+  }
+}
+
+/** Stops document `id`, or marks it so it never starts when its job is still to come. */
+function cancelDocument(id) {
+  if (documentJob && documentJob.id === id) stopDocument(documentJob);
+  else cancelledDocuments.add(id);
 }
 
 let loading = Promise.resolve();
@@ -269,6 +468,7 @@ self.addEventListener('message', (event) => {
   switch (message.type) {
     case 'load':
       generation += 1; // cancel a translation of the old model
+      if (documentJob) stopDocument(documentJob);
       loading = loading
         .then(() => running)
         .then(() => load(message.model, message.engine ?? 'gpu'))
@@ -276,6 +476,12 @@ self.addEventListener('message', (event) => {
       break;
     case 'translate':
       loading.then(() => translate(message));
+      break;
+    case 'document':
+      loading.then(() => startDocument(message));
+      break;
+    case 'cancel':
+      cancelDocument(message.id);
       break;
     case 'selfcheck':
       // WebGPU only: without it, say so before opening anything.

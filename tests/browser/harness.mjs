@@ -53,13 +53,8 @@ export const ROOT = resolve(join(fileURLToPath(import.meta.url), '../../..'));
 export const TRANSLATE = process.env.TRANSLATE_BIN
   ?? join(process.env.CARGO_TARGET_DIR ? resolve(ROOT, process.env.CARGO_TARGET_DIR) : join(ROOT, 'target'), 'release/translate');
 
-/**
- * Runs the native `translate` binary with `args` (`--json` is added) on `input` (the bytes of
- * stdin) and returns the best translation of every sentence, in order:
- * `[{ source, tokens, text }]` with `tokens` the ids joined by spaces, as the page's output
- * spans carry them (`data-tokens`).
- */
-export async function nativeBest(args, input, { timeout = 600_000 } = {}) {
+/** The environment to run TRANSLATE in, after checking that it is built. */
+async function translateEnv() {
   await stat(TRANSLATE).catch(() => {
     throw new Error(`${TRANSLATE} is missing: build it with cargo build --release --features cli --bin translate (scripts/test.sh does)`);
   });
@@ -68,6 +63,17 @@ export async function nativeBest(args, input, { timeout = 600_000 } = {}) {
     env.XDG_RUNTIME_DIR = join(ROOT, 'target/xdg-runtime');
     await mkdir(env.XDG_RUNTIME_DIR, { recursive: true, mode: 0o700 });
   }
+  return env;
+}
+
+/**
+ * Runs the native `translate` binary with `args` (`--json` is added) on `input` (the bytes of
+ * stdin) and returns the best translation of every sentence, in order:
+ * `[{ source, tokens, text }]` with `tokens` the ids joined by spaces, as the page's output
+ * spans carry them (`data-tokens`).
+ */
+export async function nativeBest(args, input, { timeout = 600_000 } = {}) {
+  const env = await translateEnv();
   const child = promisify(execFile)(TRANSLATE, [...args, '--json'], { env, maxBuffer: 64 << 20, timeout });
   child.child.stdin.end(input);
   const { stdout } = await child;
@@ -76,6 +82,21 @@ export async function nativeBest(args, input, { timeout = 600_000 } = {}) {
     .split('\n')
     .flatMap((line) => JSON.parse(line).sentences)
     .map((s) => ({ source: s.source, tokens: s.hypotheses[0].tokens.join(' '), text: s.hypotheses[0].text }));
+}
+
+/**
+ * Runs the native `translate` binary with `args` on `lines` (one text per line, as a document's
+ * segments) and returns its output: one translated line per input line, in order.
+ */
+export async function nativeLines(args, lines, { timeout = 600_000 } = {}) {
+  const env = await translateEnv();
+  const child = promisify(execFile)(TRANSLATE, args, { env, maxBuffer: 64 << 20, timeout });
+  child.child.stdin.end(lines.map((l) => `${l}\n`).join(''));
+  const { stdout } = await child;
+  const out = stdout.split('\n');
+  if (out[out.length - 1] === '') out.pop();
+  if (out.length !== lines.length) throw new Error(`native translate: ${lines.length} lines in, ${out.length} out`);
+  return out;
 }
 
 /** The page's best translation of every sentence, in order, as [`nativeBest`] gives them. */
