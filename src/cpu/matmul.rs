@@ -245,6 +245,9 @@ pub fn dot4_f32(x: &[f32], w: [&[i8]; 4]) -> [f32; 4] {
 /// Four dot products of int8 `x` with int8 rows `w`, exact in i32. `sums[j]` must be the sum
 /// of `w[j]` (over the first `x.len()` entries).
 pub fn dot4_i8(x: &[i8], w: [&[i8]; 4], sums: [i32; 4]) -> [i32; 4] {
+    // Only the AVX-512 VNNI kernel needs the sums.
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = sums;
     #[cfg(target_arch = "x86_64")]
     if vnni512() {
         // SAFETY: AVX-512 F, BW and VNNI were detected at run time.
