@@ -117,6 +117,7 @@ where
         TranslateError::Engine(e) => engine_error(e),
         TranslateError::Tokenizer(_) => error("tokenizer", e),
         TranslateError::Cancelled => error("cancelled", e),
+        TranslateError::MissingResults { .. } => internal_error(e),
     }
 }
 
@@ -175,9 +176,21 @@ async fn yield_to_event_loop() {
 }
 
 /// The CPU engine as the page runs it: the same engine, yielding to the worker's event loop
-/// before each encoder batch and each piece's search, so a newer request cancels it as it
-/// cancels the GPU engine (whose readbacks yield by themselves).
+/// before each encoder batch and, during a search, before a decoder step once
+/// [`YIELD_EVERY_MS`] have passed ([`CpuEngine::set_pause`]), so a newer request reaches the
+/// worker and cancels the search between two steps, as it does on the GPU engine (whose
+/// readbacks yield by themselves).
 struct PageCpuEngine(CpuEngine);
+
+/// The longest the page's CPU engine computes without letting the worker's event loop run.
+const YIELD_EVERY_MS: f64 = 30.0;
+
+impl PageCpuEngine {
+    fn new(mut engine: CpuEngine) -> Self {
+        engine.set_pause(|| Box::pin(yield_to_event_loop()), YIELD_EVERY_MS);
+        Self(engine)
+    }
+}
 
 impl TranslationEngine for PageCpuEngine {
     type Error = CpuError;
@@ -209,9 +222,10 @@ impl TranslationEngine for PageCpuEngine {
         encoded: &CpuEncoded,
         pieces: &[usize],
         options: &SearchOptions,
+        cancelled: &dyn Fn() -> bool,
     ) -> Result<(Vec<SearchResult>, SearchStats), CpuError> {
         yield_to_event_loop().await;
-        self.0.search(encoded, pieces, options).await
+        self.0.search(encoded, pieces, options, cancelled).await
     }
 
     async fn cross_attention(
@@ -342,7 +356,10 @@ impl Translator {
             (Loaded::Gpu(Box::new(engine)), adapter)
         } else {
             let engine = CpuEngine::new(bundle).map_err(cpu_error)?;
-            (Loaded::Cpu(Box::new(PageCpuEngine(engine))), cpu_summary())
+            (
+                Loaded::Cpu(Box::new(PageCpuEngine::new(engine))),
+                cpu_summary(),
+            )
         };
         Ok(Translator {
             engine,

@@ -151,6 +151,10 @@ fn invalid_utf8_names_the_line() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("line 2 is not valid UTF-8"), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
+    // Every line before the bad one is still translated and written.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(stdout.lines().count(), 1, "{stdout}");
+    assert!(!stdout.trim().is_empty(), "{stdout}");
 }
 
 #[test]

@@ -552,11 +552,13 @@ function drawHeatmap(attention) {
 /** A document that cannot be read: `message` says why, and where. */
 class DocumentError extends Error {}
 
-/** The line break the text uses most: '\r\n' or '\n' (written back in the download). */
+/** The line break the text uses most: '\r\n', '\r' or '\n' (written back in the download). */
 function lineBreak(text) {
   const crlf = text.split('\r\n').length - 1;
-  const lf = text.split('\n').length - 1;
-  return crlf > 0 && crlf * 2 >= lf ? '\r\n' : '\n';
+  const cr = text.split('\r').length - 1 - crlf;
+  const lf = text.split('\n').length - 1 - crlf;
+  if (crlf > 0 && crlf >= lf && crlf >= cr) return '\r\n';
+  return cr > lf ? '\r' : '\n';
 }
 
 /** Plain text: one segment per line, empty lines kept; a final line break is kept too. */
@@ -569,45 +571,48 @@ function parseTxt(text) {
 
 /** `HH:MM:SS,mmm --> HH:MM:SS,mmm` (a dot for the comma and position settings after it pass). */
 const SRT_TIMING = /^\s*\d{1,3}:\d{2}:\d{2}[,.]\d{1,3}\s*-->\s*\d{1,3}:\d{2}:\d{2}[,.]\d{1,3}(\s.*)?$/;
+/** A line meant as a timing line (a time, then an arrow), whether or not its times parse. */
+const SRT_TIMING_LIKE = /^\s*\d{1,3}:\d{2}.*-+>/;
 const SRT_NUMBER = /^\s*\d+\s*$/;
 /** Markup the model cannot translate: HTML-like tags and ASS overrides such as {\an8}. */
 const SRT_MARKUP = /<\/?[a-zA-Z][^>]*>|\{\\[^}]*\}/g;
 
 /**
- * SubRip subtitles: cues of a number line, a timing line, text lines and a blank line. CRLF, a
- * missing final blank line, a missing number line and cues not separated by a blank line are
- * tolerated. A cue's segment is its text lines joined by a space, without markup.
+ * SubRip subtitles: cues of a number line, a timing line, text lines and a blank line. CRLF or
+ * CR line breaks, a missing final blank line, a missing number line, cues not separated by a
+ * blank line and blank lines inside a cue's text are tolerated: a cue's text runs until a cue
+ * number followed by a timing line, or a timing line. Number and timing lines are kept as they
+ * are (the download writes them back unchanged). A cue's segment is its text lines joined by a
+ * space, without markup.
  */
 function parseSrt(text) {
   const lines = text.split(/\r\n|\r|\n/);
+  const shown = (line) => (line === undefined ? 'the end of the file' : `“${line.length > 60 ? `${line.slice(0, 57)}…` : line}”`);
+  const badTiming = (at) => new DocumentError(`line ${at + 1}: expected a timing line like 00:00:01,000 --> 00:00:04,000, found ${shown(lines[at])}`);
+  /** Whether line `at` starts a cue: a number line followed by a timing line, or a timing line. */
+  const startsCue = (at) => SRT_TIMING.test(lines[at]) || (SRT_NUMBER.test(lines[at]) && at + 1 < lines.length && SRT_TIMING.test(lines[at + 1]));
   const cues = [];
   let i = 0;
+  while (i < lines.length && lines[i].trim() === '') i += 1;
   while (i < lines.length) {
-    if (lines[i].trim() === '') {
-      i += 1;
-      continue;
-    }
-    const shown = (line) => (line === undefined ? 'the end of the file' : `“${line.length > 60 ? `${line.slice(0, 57)}…` : line}”`);
     let number = null;
     if (SRT_NUMBER.test(lines[i])) {
-      number = lines[i].trim();
+      number = lines[i];
       i += 1;
     } else if (!SRT_TIMING.test(lines[i])) {
+      // Only the first cue gets here: a later line that starts no cue is text of the one before.
+      if (SRT_TIMING_LIKE.test(lines[i])) throw badTiming(i);
       throw new DocumentError(`line ${i + 1}: expected a cue number, found ${shown(lines[i])}. Is this a SubRip (.srt) file?`);
     }
-    if (i >= lines.length || !SRT_TIMING.test(lines[i])) {
-      throw new DocumentError(`line ${i + 1}: expected a timing line like 00:00:01,000 --> 00:00:04,000, found ${shown(lines[i])}`);
-    }
-    const timing = lines[i].trim();
+    if (i >= lines.length || !SRT_TIMING.test(lines[i])) throw badTiming(i);
+    const timing = lines[i];
     i += 1;
     const textLines = [];
-    while (i < lines.length && lines[i].trim() !== '') {
-      // A cue that follows without a blank line: its number, then its timing.
-      if (SRT_NUMBER.test(lines[i]) && i + 1 < lines.length && SRT_TIMING.test(lines[i + 1])) break;
-      if (SRT_TIMING.test(lines[i])) break;
+    for (; i < lines.length && !startsCue(i); i += 1) {
+      if (SRT_TIMING_LIKE.test(lines[i])) throw badTiming(i); // a cue whose times do not parse
       textLines.push(lines[i]);
-      i += 1;
     }
+    while (textLines.length > 0 && textLines[textLines.length - 1].trim() === '') textLines.pop();
     cues.push({ number, timing, source: textLines.join('\n') });
   }
   if (cues.length === 0) throw new DocumentError('the file holds no subtitles');
@@ -683,7 +688,10 @@ function downloadName(name, kind) {
   return `${stem || 'document'}.${target}.${kind}`;
 }
 
-/** The translated document in its own format. */
+/**
+ * The translated document in its own format: a .srt's number and timing lines as they were,
+ * each cue's translation on one line (blank lines inside a cue's text are not written).
+ */
 function serializeDocument(doc) {
   const { eol } = doc.parsed;
   if (doc.parsed.kind === 'txt') return doc.translations.join(eol) + (doc.parsed.finalBreak ? eol : '');
@@ -714,8 +722,11 @@ function startDocument(parsed, name) {
   if (state.doc?.state === 'running') cancelDocument();
   let options;
   try {
-    // No heatmaps for documents; before the worker has said its defaults, the wasm defaults.
-    options = state.defaults ? { ...readOptions(), attention: false } : { attention: false };
+    // Only the best translation is written, so no n-best list (early termination is exact: the
+    // best is the same, in fewer steps) and no heatmaps; before the worker has said its
+    // defaults, the wasm defaults otherwise.
+    const base = state.defaults ? readOptions() : {};
+    options = { ...base, search: { ...base.search, n_best: 1 }, attention: false };
   } catch (e) {
     showDocumentError(e.message);
     return;
@@ -761,7 +772,7 @@ function documentRow(doc, index) {
   row.title = source;
   if (doc.parsed.kind === 'srt') {
     const cue = doc.parsed.cues[index];
-    row.append(el('span', `${cue.number ?? index + 1} · ${cue.timing.replace('-->', '→')}`, 'doc-meta'));
+    row.append(el('span', `${cue.number?.trim() ?? index + 1} · ${cue.timing.trim().replace(/\s*-->\s*/, ' → ')}`, 'doc-meta'));
   }
   const text = el('span', '', 'doc-text');
   row.append(text);

@@ -21,16 +21,15 @@
 //   { type: 'loaded', model, engine, webgpu, info, fromCache }
 //   { type: 'load-error', model, error }       error = { kind, message }
 //   { type: 'result', id, result } / { type: 'translate-error', id, error }
-//   { type: 'document-progress', id, results, done, total, distinct, cached }
+//   { type: 'document-progress', id, results, done, total, distinct }
 //                                              results: [{ index, text, last }] in order, one per
 //                                              finished sentence of segment `index` (its
 //                                              translation, to join with spaces) or one with
 //                                              text '' for a segment without sentences; `last`:
 //                                              the segment is complete. done / total: sentences;
 //                                              distinct: different sentences (each repeated one
-//                                              is translated once); cached: sentences taken from
-//                                              the cache of earlier chunks and documents so far
-//   { type: 'document-done', id, done, total, distinct, cached, ms }
+//                                              is translated once)
+//   { type: 'document-done', id, done, total, distinct, ms }
 //   { type: 'document-error', id, error }      error.kind 'cancelled' once the work has stopped
 //   { type: 'selfcheck', report } / { type: 'selfcheck-error', error }
 //   { type: 'panic', message }                 the wasm module panicked: this worker is unusable
@@ -45,10 +44,14 @@
 // stay full and sentences of similar length decode together. A segment's translation is its
 // sentences' translations joined by spaces, exactly what 'translate' gives for it. The wasm
 // side keeps a cache of translated sentences for as long as the model is loaded, so repeated
-// sentences are searched once.
+// sentences are searched once. (How many sentences of a document the cache answered is not
+// reported: translateTexts counts its hits per distinct piece and only when it completes, and a
+// chunk resumed after an interruption finds the pieces the interrupted call decoded in the
+// cache, so no per-document count would be exact.) Documents are searched with n_best 1 and no
+// heatmaps (the page sends those options): only the best translation is used.
 //
 // Priority: the interactive box first. A 'translate' request that arrives while a document is
-// translated stops the document's chunk at its next decoder batch (the sentences finished so
+// translated stops the document's chunk at its next decoder step (the sentences finished so
 // far are kept, and are in the cache), runs, and the document resumes where it stopped. So a
 // person typing never waits for a document, and a document only waits while requests keep
 // coming.
@@ -266,13 +269,17 @@ async function load(id, requested) {
 }
 
 // Translation requests: one runs at a time; a newer one makes the running one's `cancelled`
-// callback return true (checked before each encoder and decoder batch) and replaces any waiting
-// one. Interactive requests go before document chunks (see the header).
+// callback return true (checked before each encoder batch and between decoder steps) and
+// replaces any waiting one. Interactive requests go before document chunks (see the header).
 let generation = 0;
 let running = null; // the loop below while it runs
 let waiting = null; // the interactive request to run next
 let documentJob = null; // the document being translated
-const cancelledDocuments = new Set(); // ids cancelled before their job started
+/**
+ * Documents received but not started yet (they wait for a model load): id → whether a cancel
+ * came for it meanwhile. An id leaves when its document starts (or is refused as cancelled).
+ */
+const queuedDocuments = new Map();
 
 async function runTranslations() {
   for (;;) {
@@ -319,8 +326,10 @@ function translate(request) {
  * segment and `lastOf` whether each ends it), how far it got, and the results not yet posted.
  */
 function startDocument({ id, segments, options }) {
+  const cancelled = queuedDocuments.get(id) === true;
+  queuedDocuments.delete(id);
   if (documentJob) stopDocument(documentJob);
-  if (cancelledDocuments.delete(id)) {
+  if (cancelled) {
     self.postMessage({ type: 'document-error', id, error: { kind: 'cancelled', message: 'the document was cancelled' } });
     return;
   }
@@ -356,7 +365,6 @@ function startDocument({ id, segments, options }) {
     postedDone: -1, // `posted` as of the last message
     nextSegment: 0, // the first segment not yet complete
     chunks: 0,
-    cached: 0,
     pending: [], // results not yet posted
     lastPost: 0,
     started: performance.now(),
@@ -386,7 +394,7 @@ function postDocumentProgress(job, force) {
   job.postedDone = job.posted;
   const results = job.pending;
   job.pending = [];
-  self.postMessage({ type: 'document-progress', id: job.id, results, done: job.posted, total: job.texts.length, distinct: job.distinct, cached: job.cached });
+  self.postMessage({ type: 'document-progress', id: job.id, results, done: job.posted, total: job.texts.length, distinct: job.distinct });
 }
 
 /** Stops `job`: the page hears `cancelled` once no translateTexts of it runs any more. */
@@ -411,7 +419,7 @@ async function runDocumentChunk(job) {
   try {
     if (!translator) throw { kind: 'bundle', message: 'no model is loaded yet' };
     if (start < end) {
-      const hits = await translator.translateTexts(
+      await translator.translateTexts(
         job.texts.slice(start, end),
         job.options,
         () => job.stopped || waiting !== null,
@@ -421,7 +429,6 @@ async function runDocumentChunk(job) {
           postDocumentProgress(job, false);
         },
       );
-      job.cached += hits;
       job.chunks += 1;
     }
     job.running = false;
@@ -431,7 +438,7 @@ async function runDocumentChunk(job) {
       postDocumentProgress(job, true);
       if (documentJob === job) documentJob = null;
       self.postMessage({
-        type: 'document-done', id: job.id, done: job.posted, total: job.texts.length, distinct: job.distinct, cached: job.cached, ms: performance.now() - job.started,
+        type: 'document-done', id: job.id, done: job.posted, total: job.texts.length, distinct: job.distinct, ms: performance.now() - job.started,
       });
     } else {
       postDocumentProgress(job, true);
@@ -451,10 +458,13 @@ async function runDocumentChunk(job) {
   }
 }
 
-/** Stops document `id`, or marks it so it never starts when its job is still to come. */
+/**
+ * Stops document `id`, or marks it so it never starts when it is still queued; a cancel for a
+ * document that has finished or stopped already changes nothing.
+ */
 function cancelDocument(id) {
   if (documentJob && documentJob.id === id) stopDocument(documentJob);
-  else cancelledDocuments.add(id);
+  else if (queuedDocuments.has(id)) queuedDocuments.set(id, true);
 }
 
 let loading = Promise.resolve();
@@ -478,6 +488,7 @@ self.addEventListener('message', (event) => {
       loading.then(() => translate(message));
       break;
     case 'document':
+      queuedDocuments.set(message.id, false);
       loading.then(() => startDocument(message));
       break;
     case 'cancel':

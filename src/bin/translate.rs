@@ -109,16 +109,30 @@ async fn translate_stdin<E: TranslationEngine>(
     });
     let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
     let mut total = Summary::default();
+    // Heatmaps are large; a run that asks for them keeps no cache.
     let mut cache = TranslationCache::default();
+    let mut cache = (!options.attention).then_some(&mut cache);
     let mut first_line = 1;
+    // A bad input line ends the run after every line before it is written.
+    let mut bad_line = None;
     // Blocks for the first line of each call, then takes what is already there.
     while let Ok(line) = lines.recv() {
-        let mut chunk = vec![line?];
-        while chunk.len() < LINES_PER_CALL {
-            match lines.try_recv() {
-                Ok(line) => chunk.push(line?),
-                Err(_) => break,
+        let mut chunk = Vec::new();
+        let mut next = Some(line);
+        while let Some(line) = next.take() {
+            match line {
+                Ok(line) => chunk.push(line),
+                Err(e) => {
+                    bad_line = Some(e);
+                    break;
+                }
             }
+            if chunk.len() < LINES_PER_CALL {
+                next = lines.try_recv().ok();
+            }
+        }
+        if chunk.is_empty() {
+            break;
         }
         let texts: Vec<&str> = chunk.iter().map(String::as_str).collect();
         let mut written = Ok(());
@@ -127,7 +141,7 @@ async fn translate_stdin<E: TranslationEngine>(
             &texts,
             options,
             &|| false,
-            Some(&mut cache),
+            cache.as_deref_mut(),
             &mut |_, translation| {
                 total.add(&translation);
                 let out = if json {
@@ -148,8 +162,14 @@ async fn translate_stdin<E: TranslationEngine>(
         .map_err(|e| format!("lines {first_line}..={}: {e}", first_line + chunk.len() - 1))?;
         written?;
         first_line += chunk.len();
+        if bad_line.is_some() {
+            break;
+        }
     }
-    total.cached = cache.hits;
+    if let Some(e) = bad_line {
+        return Err(e.into());
+    }
+    total.cached = cache.map_or(0, |c| c.hits);
     total.report();
     Ok(())
 }

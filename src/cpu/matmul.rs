@@ -245,7 +245,11 @@ pub fn dot4_f32(x: &[f32], w: [&[i8]; 4]) -> [f32; 4] {
 /// Four dot products of int8 `x` with int8 rows `w`, exact in i32. `sums[j]` must be the sum
 /// of `w[j]` (over the first `x.len()` entries).
 pub fn dot4_i8(x: &[i8], w: [&[i8]; 4], sums: [i32; 4]) -> [i32; 4] {
-    // Only the AVX-512 VNNI kernel needs the sums.
+    // Only the AVX-512 VNNI kernel needs the sums; wrong ones would show only on CPUs with it.
+    debug_assert!(
+        (0..4).all(|j| sums[j] == w[j][..x.len()].iter().map(|&v| i32::from(v)).sum::<i32>()),
+        "sums must be the rows' sums"
+    );
     #[cfg(not(target_arch = "x86_64"))]
     let _ = sums;
     #[cfg(target_arch = "x86_64")]

@@ -30,7 +30,9 @@ use crate::search::{
     apply_repetition_penalty, beam_search_batch, log_softmax, top_k,
 };
 use crate::tokenizer::Tokenizer;
-use crate::translate::{RequestError, SearchStats, TranslationEngine, now_ms};
+use crate::translate::{
+    DECODER_BATCH_BYTES, RequestError, SearchStats, TranslationEngine, now_ms, split_decoder_batch,
+};
 use crate::weights::names::{self, AttentionNames, Stack};
 use crate::weights::{Bundle, BundleError};
 pub use matmul::{MatmulKind, Q8Linear};
@@ -160,7 +162,15 @@ pub struct CpuEngine {
     decoder: Vec<DecoderLayer>,
     /// Milliseconds spent converting the bundle.
     pub load_ms: f64,
+    /// Awaited between decoder steps at most every so many milliseconds ([`Self::set_pause`]).
+    pause: Option<(Pause, f64)>,
 }
+
+/// Lets the host's event loop run (the page: a `setTimeout(0)` task). The CPU engine computes
+/// without awaiting anything; a search awaits this between decoder steps, at most every
+/// [`CpuEngine::set_pause`] milliseconds, so that a newer request can reach the host and make
+/// the search's `cancelled` answer true.
+pub type Pause = fn() -> std::pin::Pin<Box<dyn Future<Output = ()>>>;
 
 impl CpuEngine {
     /// The engine over `bundle` with the default [`CpuOptions`] (one thread).
@@ -257,6 +267,7 @@ impl CpuEngine {
             encoder,
             decoder,
             load_ms: now_ms() - start,
+            pause: None,
         })
     }
 
@@ -391,6 +402,58 @@ impl CpuEngine {
         )?)
     }
 
+    /// `pieces` cut into consecutive runs whose decoder buffers (every layer's KV cache and
+    /// the logits) fit [`DECODER_BATCH_BYTES`]: decode each run with its own [`Self::session`].
+    pub fn decoder_batches<'p>(
+        &self,
+        encoded: &CpuEncoded,
+        pieces: &'p [usize],
+        options: &SearchOptions,
+    ) -> Vec<&'p [usize]> {
+        let c = &self.config;
+        let bytes = |part: &[usize]| {
+            let rows = (options.beam.max(1) * part.len()) as u64;
+            let capacity = part
+                .iter()
+                .filter_map(|&i| encoded.lengths.get(i))
+                .map(|&len| options.max_target_len(len, c.max_seq_len))
+                .max()
+                .unwrap_or(1) as u64;
+            let cache = 4 * capacity * rows * 2 * c.d_model as u64;
+            c.n_dec_layers as u64 * cache + 4 * rows * c.tgt_vocab_size as u64
+        };
+        split_decoder_batch(pieces, DECODER_BATCH_BYTES, bytes)
+    }
+
+    /// Has every search await `pause` before a decoder step once `every_ms` have passed since
+    /// it last did (natively nothing needs it: `translate` runs on its own thread).
+    pub fn set_pause(&mut self, pause: Pause, every_ms: f64) {
+        self.pause = Some((pause, every_ms));
+    }
+
+    /// The session that decodes `pieces` of `encoded` together with `options`, and the
+    /// pieces' source lengths (what [`beam_search_batch`] needs besides the session).
+    pub fn session<'a>(
+        &'a self,
+        encoded: &'a CpuEncoded,
+        pieces: &[usize],
+        options: &SearchOptions,
+    ) -> Result<(CpuSession<'a>, Vec<usize>), CpuError> {
+        for &i in pieces {
+            self.check_piece(encoded, i, None)?;
+        }
+        options.validate()?;
+        let lens: Vec<usize> = pieces.iter().map(|&i| encoded.lengths[i]).collect();
+        let cap = self.config.max_seq_len;
+        let capacity = lens
+            .iter()
+            .map(|&len| options.max_target_len(len, cap))
+            .max()
+            .unwrap_or(1);
+        let session = CpuSession::new(self, encoded, pieces, options.beam, capacity);
+        Ok((session, lens))
+    }
+
     /// The decoder over `target_in` (BOS first, `T` tokens) for piece `i` of `encoded`, one
     /// cached step per token: logits `[T, tgt_vocab]` and the last layer's cross-attention
     /// weights `[n_heads, T, source_len]`.
@@ -439,6 +502,8 @@ pub struct CpuSession<'a> {
     step_ms: f64,
     /// Steps run.
     steps: usize,
+    /// When the session last awaited the engine's [`Pause`].
+    last_pause: f64,
 }
 
 impl<'a> CpuSession<'a> {
@@ -473,6 +538,7 @@ impl<'a> CpuSession<'a> {
             slots: Vec::new(),
             step_ms: 0.0,
             steps: 0,
+            last_pause: now_ms(),
         }
     }
 
@@ -591,6 +657,12 @@ impl StepModel for CpuSession<'_> {
         &mut self,
         request: &StepRequest<'_>,
     ) -> Result<Vec<Vec<Candidate>>, CpuStepError> {
+        if let Some((pause, every_ms)) = self.engine.pause
+            && now_ms() - self.last_pause >= every_ms
+        {
+            pause().await;
+            self.last_pause = now_ms();
+        }
         let start = now_ms();
         let tokens: Vec<u32> = request.rows.iter().map(|r| r.last_token).collect();
         let parents: Vec<usize> = request.rows.iter().map(|r| r.parent).collect();
@@ -648,28 +720,19 @@ impl TranslationEngine for CpuEngine {
         encoded: &CpuEncoded,
         pieces: &[usize],
         options: &SearchOptions,
+        cancelled: &dyn Fn() -> bool,
     ) -> Result<(Vec<SearchResult>, SearchStats), CpuError> {
-        for &i in pieces {
-            self.check_piece(encoded, i, None)?;
-        }
-        options.validate()?;
         let start = now_ms();
-        let lens: Vec<usize> = pieces.iter().map(|&i| encoded.lengths[i]).collect();
-        let cap = self.config.max_seq_len;
-        let capacity = lens
-            .iter()
-            .map(|&len| options.max_target_len(len, cap))
-            .max()
-            .unwrap_or(1);
-        let mut session = CpuSession::new(self, encoded, pieces, options.beam, capacity);
-        let results = beam_search_batch(&mut session, options, &lens).await?;
-        let ms = now_ms() - start;
-        let stats = SearchStats {
-            steps: session.steps,
-            ms,
-            bookkeeping_ms: session.bookkeeping_ms(ms),
-            gpu: Default::default(),
-        };
+        let mut results = Vec::with_capacity(pieces.len());
+        let (mut stats, mut step_ms) = (SearchStats::default(), 0.0);
+        for part in self.decoder_batches(encoded, pieces, options) {
+            let (mut session, lens) = self.session(encoded, part, options)?;
+            results.extend(beam_search_batch(&mut session, options, &lens, cancelled).await?);
+            stats.steps += session.steps;
+            step_ms += session.step_ms;
+        }
+        stats.ms = now_ms() - start;
+        stats.bookkeeping_ms = (stats.ms - step_ms).max(0.0);
         Ok((results, stats))
     }
 

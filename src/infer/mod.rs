@@ -31,7 +31,9 @@ use crate::kernels::matmul_q8::{Activation, GpuQ8Matrix, MatmulQ8};
 use crate::kernels::matmul_q8_norm::{MatmulQ8Norm, MatmulQ8NormArgs};
 use crate::search::{self, SearchError, SearchOptions, SearchResult};
 use crate::tokenizer::Tokenizer;
-use crate::translate::{SearchStats, TranslationEngine, now_ms};
+use crate::translate::{
+    DECODER_BATCH_BYTES, SearchStats, TranslationEngine, now_ms, split_decoder_batch,
+};
 use crate::weights::Bundle;
 use weights::{DecoderLayer, GpuWeights, Norm};
 
@@ -544,6 +546,7 @@ impl Engine {
         encoded: &Encoded,
         pieces: &[usize],
         options: &SearchOptions,
+        cancelled: &dyn Fn() -> bool,
     ) -> Result<(Vec<SearchResult>, SearchStats), EngineError> {
         self.check_options(options)?;
         let before = self.gpu.counts();
@@ -554,7 +557,8 @@ impl Engine {
             let mut session = Session::new(self, encoded, part, options).await?;
             let lens: Vec<usize> = part.iter().map(|&i| encoded.lengths[i]).collect();
             let part_start = now_ms();
-            results.extend(search::beam_search_batch(&mut session, options, &lens).await?);
+            results
+                .extend(search::beam_search_batch(&mut session, options, &lens, cancelled).await?);
             stats.steps += session.steps();
             stats.bookkeeping_ms += session.bookkeeping_ms(now_ms() - part_start);
         }
@@ -563,35 +567,30 @@ impl Engine {
         Ok((results, stats))
     }
 
-    /// `pieces` cut into consecutive runs whose decoder buffers (the KV cache of a layer, the
-    /// logits) each fit the adapter's largest storage binding. A piece that does not fit alone
-    /// is a run of its own, and its session reports the limit.
+    /// `pieces` cut into consecutive runs whose decoder buffers (the KV caches of every layer
+    /// and the logits) fit [`DECODER_BATCH_BYTES`] in all, and each buffer the adapter's
+    /// largest storage binding. A piece that does not fit alone is a run of its own, and its
+    /// session reports the limit.
     fn decoder_batches<'p>(
         &self,
         encoded: &Encoded,
         pieces: &'p [usize],
         options: &SearchOptions,
     ) -> Vec<&'p [usize]> {
-        let limit = self.gpu.device.limits().max_storage_buffer_binding_size as usize;
+        let binding = self.gpu.device.limits().max_storage_buffer_binding_size;
         let c = &self.config;
-        let fits = |part: &[usize]| {
-            let rows = options.beam.max(1) * part.len();
-            let capacity = Session::capacity(self, encoded, part, options);
-            let bytes = 4 * rows * (capacity * 3 * c.d_model).max(c.tgt_vocab_size);
-            bytes <= limit
-        };
-        let mut parts = Vec::new();
-        let mut first = 0;
-        for end in 1..=pieces.len() {
-            if end - first > 1 && !fits(&pieces[first..end]) {
-                parts.push(&pieces[first..end - 1]);
-                first = end - 1;
+        let bytes = |part: &[usize]| {
+            let rows = (options.beam.max(1) * part.len()) as u64;
+            let capacity = Session::capacity(self, encoded, part, options) as u64;
+            let cache = 4 * rows * capacity * 3 * c.d_model as u64;
+            let logits = 4 * rows * c.tgt_vocab_size as u64;
+            if cache.max(logits) > binding {
+                u64::MAX
+            } else {
+                c.n_dec_layers as u64 * cache + logits
             }
-        }
-        if first < pieces.len() {
-            parts.push(&pieces[first..]);
-        }
-        parts
+        };
+        split_decoder_batch(pieces, DECODER_BATCH_BYTES, bytes)
     }
 }
 
@@ -624,8 +623,9 @@ impl TranslationEngine for Engine {
         encoded: &Encoded,
         pieces: &[usize],
         options: &SearchOptions,
+        cancelled: &dyn Fn() -> bool,
     ) -> Result<(Vec<SearchResult>, SearchStats), EngineError> {
-        Engine::search(self, encoded, pieces, options).await
+        Engine::search(self, encoded, pieces, options, cancelled).await
     }
 
     /// From [`Engine::teacher_forced`] (its logits are read back too, and dropped).

@@ -7,7 +7,7 @@ use super::{DecoderCache, Transformer};
 use crate::config::ModelConfig;
 use crate::search::{
     Candidate, OptionsError, SearchError, SearchOptions, SearchResult, StepModel, StepRequest,
-    apply_repetition_penalty, beam_search, log_softmax, top_k,
+    apply_repetition_penalty, beam_search_batch, log_softmax, top_k,
 };
 use crate::tokenizer::Tokenizer;
 use crate::translate::{RequestError, SearchStats, TranslationEngine, now_ms};
@@ -193,6 +193,7 @@ impl TranslationEngine for BurnEngine {
         encoded: &Vec<Vec<u32>>,
         pieces: &[usize],
         options: &SearchOptions,
+        cancelled: &dyn Fn() -> bool,
     ) -> Result<(Vec<SearchResult>, SearchStats), BurnError> {
         let start = now_ms();
         let mut stats = SearchStats::default();
@@ -202,7 +203,9 @@ impl TranslationEngine for BurnEngine {
             let piece_start = now_ms();
             let cap = self.config.max_seq_len;
             let mut session = BurnSession::new(&self.model, source, cap, &self.device);
-            let result = beam_search(&mut session, options, source.len()).await?;
+            let mut result =
+                beam_search_batch(&mut session, options, &[source.len()], cancelled).await?;
+            let result = result.remove(0);
             stats.steps += result.steps_taken();
             stats.bookkeeping_ms += session.bookkeeping_ms(now_ms() - piece_start);
             results.push(result);

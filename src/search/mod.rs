@@ -69,6 +69,12 @@ pub enum SearchError<E> {
         /// The model's cap.
         cap: usize,
     },
+    /// The caller's `cancelled` answered true.
+    #[error("the search was cancelled before decoder step {step}")]
+    Cancelled {
+        /// The step that did not run.
+        step: usize,
+    },
     /// The model's own error.
     #[error("the model failed at decoder step {step}: {source}")]
     Model {
@@ -237,7 +243,7 @@ pub async fn beam_search<M: StepModel>(
     options: &SearchOptions,
     source_len: usize,
 ) -> Result<SearchResult, SearchError<M::Error>> {
-    let mut results = beam_search_batch(model, options, &[source_len]).await?;
+    let mut results = beam_search_batch(model, options, &[source_len], &|| false).await?;
     Ok(results.remove(0))
 }
 
@@ -246,10 +252,13 @@ pub async fn beam_search<M: StepModel>(
 /// searching, in one request ([`StepRow::sentence`] says whose row it is). A sentence that
 /// finishes leaves the batch. Each sentence's result is exactly what [`beam_search`] gives
 /// for it alone, as long as the model scores a row the same whatever else is in the request.
+/// `cancelled` is asked before every step after the first; once it answers true the search
+/// stops with [`SearchError::Cancelled`].
 pub async fn beam_search_batch<M: StepModel>(
     model: &mut M,
     options: &SearchOptions,
     source_lens: &[usize],
+    cancelled: &dyn Fn() -> bool,
 ) -> Result<Vec<SearchResult>, SearchError<M::Error>> {
     search(
         model,
@@ -257,6 +266,7 @@ pub async fn beam_search_batch<M: StepModel>(
         source_lens,
         options.candidates_per_beam(),
         true,
+        cancelled,
     )
     .await
 }
@@ -457,6 +467,7 @@ async fn search<M: StepModel>(
     source_lens: &[usize],
     k: usize,
     early_termination: bool,
+    cancelled: &dyn Fn() -> bool,
 ) -> Result<Vec<SearchResult>, SearchError<M::Error>> {
     options.validate()?;
     let cap = model.max_len_cap();
@@ -483,6 +494,9 @@ async fn search<M: StepModel>(
         }
         if rows.is_empty() {
             break;
+        }
+        if step > 0 && cancelled() {
+            return Err(SearchError::Cancelled { step });
         }
         let expected = rows.len();
         let request = StepRequest {

@@ -139,9 +139,16 @@ fn random_search(
     early_termination: bool,
 ) -> SearchResult {
     let mut model = TableModel::new(vocab, BOS, EOS, CAP, random_table(seed, vocab));
-    block_on(search(&mut model, options, &[4], k, early_termination))
-        .expect("search runs")
-        .remove(0)
+    block_on(search(
+        &mut model,
+        options,
+        &[4],
+        k,
+        early_termination,
+        &|| false,
+    ))
+    .expect("search runs")
+    .remove(0)
 }
 
 /// Greedy decoding written independently of the search: argmax (lowest id on ties) of the
@@ -609,11 +616,11 @@ fn early_termination_stops_before_max_len_when_it_must() {
         ..plain(2, 1)
     };
     let mut model = TableModel::new(V, BOS, EOS, CAP, table);
-    let early = block_on(search(&mut model, &options, &[5], 2, true))
+    let early = block_on(search(&mut model, &options, &[5], 2, true, &|| false))
         .expect("search runs")
         .remove(0);
     let mut model = TableModel::new(V, BOS, EOS, CAP, table);
-    let full = block_on(search(&mut model, &options, &[5], 2, false))
+    let full = block_on(search(&mut model, &options, &[5], 2, false, &|| false))
         .expect("search runs")
         .remove(0);
     assert!(early.stopped_early);
@@ -638,11 +645,11 @@ fn early_termination_bounds_live_hypotheses_at_max_len() {
         ..plain(2, 1)
     };
     let mut model = TableModel::new(V, BOS, EOS, CAP, table);
-    let early = block_on(search(&mut model, &options, &[5], 2, true))
+    let early = block_on(search(&mut model, &options, &[5], 2, true, &|| false))
         .expect("search runs")
         .remove(0);
     let mut model = TableModel::new(V, BOS, EOS, CAP, table);
-    let full = block_on(search(&mut model, &options, &[5], 2, false))
+    let full = block_on(search(&mut model, &options, &[5], 2, false, &|| false))
         .expect("search runs")
         .remove(0);
     assert_eq!(best_tokens(&full), vec![A; 6]);
@@ -852,8 +859,8 @@ fn a_batch_gives_each_sentence_its_own_search() {
                 .map(|s| random_table(seed * 100 + s, vocab))
                 .collect();
             let mut model = TableModel::batch(vocab, BOS, EOS, CAP, tables);
-            let batch =
-                block_on(beam_search_batch(&mut model, &options, &lens)).expect("batch runs");
+            let batch = block_on(beam_search_batch(&mut model, &options, &lens, &|| false))
+                .expect("batch runs");
             assert_eq!(batch.len(), lens.len());
             for (s, (result, &len)) in batch.iter().zip(&lens).enumerate() {
                 let mut alone = TableModel::new(
@@ -885,8 +892,13 @@ fn a_batch_reports_a_wrong_row_count() {
             Ok(vec![top_k(&logits, r.k); r.rows.len() - 1])
         }
     }
-    let err = block_on(beam_search_batch(&mut Short, &plain(1, 1), &[3, 3]))
-        .expect_err("a row is missing");
+    let err = block_on(beam_search_batch(
+        &mut Short,
+        &plain(1, 1),
+        &[3, 3],
+        &|| false,
+    ))
+    .expect_err("a row is missing");
     assert!(matches!(
         err,
         SearchError::RowCount {
@@ -895,4 +907,28 @@ fn a_batch_reports_a_wrong_row_count() {
             got: 1
         }
     ));
+}
+
+#[test]
+fn a_cancelled_batch_stops_between_steps() {
+    let asked = std::cell::Cell::new(0);
+    let cancelled = || {
+        asked.set(asked.get() + 1);
+        asked.get() >= 3
+    };
+    let tables = (0..3).map(|s| random_table(s, 9)).collect();
+    let mut model = TableModel::batch(9, BOS, EOS, CAP, tables);
+    let options = SearchOptions {
+        max_len_b: 50,
+        ..plain(4, 1)
+    };
+    let err = block_on(beam_search_batch(
+        &mut model,
+        &options,
+        &[20, 20, 20],
+        &cancelled,
+    ))
+    .expect_err("cancelled");
+    // Not asked before step 0; asked before steps 1, 2 and 3, which did not run.
+    assert!(matches!(err, SearchError::Cancelled { step: 3 }), "{err}");
 }

@@ -6,7 +6,8 @@
 //!   weights of a given target. Everything else happens here, once.
 //! - [`translate`] splits the text into sentences ([`text::split_sentences`]), cuts a sentence
 //!   longer than `max_seq_len` tokens into chunks (translated one by one, never cut off),
-//!   encodes the pieces in batches of at most [`ENCODER_BATCH`], searches each piece, lists
+//!   encodes the pieces in batches of at most [`ENCODER_BATCH`] (or one decoder batch, if
+//!   larger), searches them [`TranslateOptions::batch`] at a time, lists
 //!   each distinct n-best translation once, joins the chunks of a sentence, and assembles the
 //!   optional heatmaps and the timings.
 //! - So two engines that score the same tokens give the same text: `evaluate --cpu` and the
@@ -61,7 +62,8 @@ pub trait TranslationEngine {
     /// Checks that `options` are valid and that the engine can serve them.
     fn check_options(&self, options: &SearchOptions) -> Result<(), Self::Error>;
 
-    /// Runs the encoder over `sources`: 1..=[`ENCODER_BATCH`] pieces.
+    /// Runs the encoder over `sources`: 1..=max([`ENCODER_BATCH`], [`MAX_BATCH`]) pieces
+    /// ([`translate`] sends at most [`ENCODER_BATCH`], or one decoder batch if larger).
     fn encode(
         &self,
         sources: &[Vec<u32>],
@@ -70,12 +72,14 @@ pub trait TranslationEngine {
     /// Beam search (greedy for beam 1) for `pieces` of `encoded` (indices into its batch):
     /// one result per piece, in order, each exactly the search of that piece alone. Engines
     /// that can decode several pieces per step do (the GPU and CPU engines); the stats are
-    /// the whole call's.
+    /// the whole call's. `cancelled` goes to the search ([`crate::search::beam_search_batch`]),
+    /// which asks it between decoder steps and stops with an error once it answers true.
     fn search(
         &self,
         encoded: &Self::Encoded,
         pieces: &[usize],
         options: &SearchOptions,
+        cancelled: &dyn Fn() -> bool,
     ) -> impl Future<Output = Result<(Vec<SearchResult>, SearchStats), Self::Error>>;
 
     /// The last decoder layer's cross-attention weights `[n_heads, T, source_len]` for piece
@@ -106,6 +110,15 @@ pub enum TranslateError<E> {
     /// The caller's `cancelled` answered true.
     #[error("the translation was cancelled by a newer request")]
     Cancelled,
+    /// The engine returned fewer or more search results than pieces asked for (a broken
+    /// engine; none of ours does).
+    #[error("the engine returned {got} search results for {asked} pieces")]
+    MissingResults {
+        /// Pieces searched.
+        asked: usize,
+        /// Results returned.
+        got: usize,
+    },
 }
 
 /// A request an engine cannot serve. [`translate`] never makes one; engines check anyway, with
@@ -171,6 +184,33 @@ impl RequestError {
             max_seq_len,
         })
     }
+}
+
+/// The decoder's buffers of one batch may take at most this many bytes in all (KV caches of
+/// every layer and the logits): engines cut a larger batch into parts
+/// ([`split_decoder_batch`]).
+pub const DECODER_BATCH_BYTES: u64 = 512 << 20;
+
+/// `pieces` cut into consecutive runs, in order, each as long as `bytes(run)` (the decoder
+/// buffers a run needs) stays within `budget`. A piece over the budget alone is a run of its
+/// own (its engine then reports the limit it passes).
+pub fn split_decoder_batch(
+    pieces: &[usize],
+    budget: u64,
+    bytes: impl Fn(&[usize]) -> u64,
+) -> Vec<&[usize]> {
+    let mut parts = Vec::new();
+    let mut first = 0;
+    for end in 1..=pieces.len() {
+        if end - first > 1 && bytes(&pieces[first..end]) > budget {
+            parts.push(&pieces[first..end - 1]);
+            first = end - 1;
+        }
+    }
+    if first < pieces.len() {
+        parts.push(&pieces[first..]);
+    }
+    parts
 }
 
 /// Token ids of `sentence` for the encoder, split into chunks of at most `max_seq_len` tokens
@@ -279,7 +319,8 @@ struct Piece<'t> {
 /// input order (a first result soon); later ones look ahead a few batches.
 ///
 /// Each translation's `timings` are the work done since the previous text was handed out, so
-/// they add up to the whole call.
+/// they add up to the whole call (a text handed out right after another, from the same decoder
+/// batch, shows about zero).
 pub async fn translate_texts<E: TranslationEngine>(
     engine: &E,
     texts: &[&str],
@@ -348,9 +389,13 @@ pub async fn translate_texts<E: TranslationEngine>(
     while !todo.is_empty() {
         let mut group: Vec<usize> = todo.drain(..window.min(todo.len())).collect();
         window = (batch * LOOKAHEAD).max(ENCODER_BATCH);
-        // Stable: pieces of equal length keep their input order.
-        group.sort_by_key(|&j| jobs[j].0.len());
-        // Encoder batches of whole decoder batches (one decoder batch reads one encoder batch).
+        // Stable: pieces of equal length keep their input order. One piece at a time gains
+        // nothing from it, and would put long early lines out later.
+        if batch > 1 {
+            group.sort_by_key(|&j| jobs[j].0.len());
+        }
+        // Encoder batches of whole decoder batches (one decoder batch reads one encoder batch):
+        // ENCODER_BATCH pieces, or one decoder batch when `batch` is larger.
         let per_encoder = (ENCODER_BATCH / batch).max(1) * batch;
         for encoder_jobs in group.chunks(per_encoder) {
             if cancelled() {
@@ -368,10 +413,23 @@ pub async fn translate_texts<E: TranslationEngine>(
                 if cancelled() {
                     return Err(TranslateError::Cancelled);
                 }
-                let (results, stats) = engine
-                    .search(&encoded, decoder_batch, &options.search)
-                    .await
-                    .map_err(TranslateError::Engine)?;
+                let searched = engine
+                    .search(&encoded, decoder_batch, &options.search, cancelled)
+                    .await;
+                // A search stopped by `cancelled` is an engine error; say what it was.
+                let (results, stats) = searched.map_err(|e| {
+                    if cancelled() {
+                        TranslateError::Cancelled
+                    } else {
+                        TranslateError::Engine(e)
+                    }
+                })?;
+                if results.len() != decoder_batch.len() {
+                    return Err(TranslateError::MissingResults {
+                        asked: decoder_batch.len(),
+                        got: results.len(),
+                    });
+                }
                 timings.add(&stats);
                 for (&i, result) in decoder_batch.iter().zip(&results) {
                     let output =

@@ -72,6 +72,7 @@ impl TranslationEngine for TableEngine {
         encoded: &Vec<Vec<u32>>,
         pieces: &[usize],
         options: &SearchOptions,
+        cancelled: &dyn Fn() -> bool,
     ) -> Result<(Vec<SearchResult>, SearchStats), Self::Error> {
         self.searches.set(self.searches.get() + pieces.len());
         self.decoder_batches.borrow_mut().push(pieces.len());
@@ -82,7 +83,7 @@ impl TranslationEngine for TableEngine {
             .collect();
         let mut model = TableModel::batch(vocab, BOS_ID, EOS_ID, MAX_SEQ_LEN, tables);
         let lens: Vec<usize> = pieces.iter().map(|&i| encoded[i].len()).collect();
-        let results = beam_search_batch(&mut model, options, &lens).await?;
+        let results = beam_search_batch(&mut model, options, &lens, cancelled).await?;
         let stats = SearchStats {
             steps: results
                 .iter()
@@ -149,8 +150,8 @@ fn long_sentences_are_translated_in_chunks_and_joined() {
     let (mut tokens, mut texts): (Vec<u32>, Vec<String>) = (Vec::new(), Vec::new());
     for i in 0..chunks.len() {
         let options = SearchOptions::default();
-        let (results, _) =
-            pollster::block_on(engine.search(&chunks, &[i], &options)).expect("searches");
+        let (results, _) = pollster::block_on(engine.search(&chunks, &[i], &options, &|| false))
+            .expect("searches");
         let best = results[0].best().expect("a hypothesis");
         tokens.extend(&best.tokens);
         texts.push(engine.target.decode(&best.tokens).expect("decodes"));
@@ -403,4 +404,23 @@ fn impossible_options_are_the_engines_error() {
         Err(TranslateError::Engine(SearchError::Options(_)))
     ));
     assert!(engine.batches.borrow().is_empty());
+}
+
+#[test]
+fn decoder_batches_split_at_the_budget_in_order() {
+    let pieces: Vec<usize> = (0..10).collect();
+    // 10 bytes per piece, budget 35: runs of three, the last one shorter.
+    let parts = split_decoder_batch(&pieces, 35, |run| 10 * run.len() as u64);
+    assert_eq!(
+        parts,
+        vec![&pieces[0..3], &pieces[3..6], &pieces[6..9], &pieces[9..10]]
+    );
+    // A piece over the budget alone still gets a run; everything fits: one run.
+    let parts = split_decoder_batch(&pieces, 5, |run| 10 * run.len() as u64);
+    assert_eq!(parts.len(), 10);
+    assert_eq!(
+        split_decoder_batch(&pieces, u64::MAX, |_| 0),
+        vec![&pieces[..]]
+    );
+    assert!(split_decoder_batch(&[], 5, |_| 0).is_empty());
 }

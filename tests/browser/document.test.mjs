@@ -302,7 +302,7 @@ test('CPU: Cancel stops the work, and the worker takes a new document after it',
   assert.equal(end.state, 'cancelled', `page says: ${end.text}\n${say()}`);
   assert.equal(end.id, id);
   assert.match(end.text, /^Cancelled after \d+ of 150 sentences\.$/);
-  // The worker says when it has stopped: after at most the decoder batch it was in.
+  // The worker says when it has stopped: after at most the decoder step it was in.
   await page.waitForFunction((n) => document.getElementById('doc-status').dataset.stopped === String(n), id, { timeout: 60_000 });
   const atStop = await progress(page);
   await page.waitForTimeout(2000);
@@ -410,6 +410,8 @@ test('CPU: files the page cannot translate are refused with the reason', { timeo
   assert.match(await refused('latin1.txt', Buffer.from([0x48, 0x61, 0x6c, 0x6c, 0x6f, 0x0a, 0x47, 0x72, 0xfc, 0xdf, 0x65])), /“latin1\.txt” is not UTF-8 text \(line 2, byte 9\)/);
   assert.match(await refused('broken.srt', '1\n00:00:01,000 --> 00:00:02,000\nHallo.\n\n2\n00:00:03 --> 00:00:04\nWelt.\n'), /“broken\.srt”, line 6: expected a timing line like 00:00:01,000 --> 00:00:04,000, found “00:00:03 --> 00:00:04”/);
   assert.match(await refused('words.srt', 'Hallo Welt.\n'), /line 1: expected a cue number, found “Hallo Welt\.”/);
+  // Text after a blank line belongs to the cue before it, but times that do not parse are an error.
+  assert.match(await refused('late.srt', '1\r00:00:01,000 --> 00:00:02,000\rHallo.\r\rWelt.\r\r2\r00:00:03,000 -> 00:00:04,000\rNoch.\r'), /“late\.srt”, line 8: expected a timing line like 00:00:01,000 --> 00:00:04,000, found “00:00:03,000 -> 00:00:04,000”/);
 });
 
 test('CPU: a file dropped on the zone, and subtitles pasted in the box, are translated as documents', { timeout: TIMEOUT_MS }, async () => {
@@ -438,6 +440,34 @@ test('CPU: a file dropped on the zone, and subtitles pasted in the box, are tran
   const file = await download(page);
   assert.equal(file.name, 'pasted.en.srt');
   assert.equal(file.text, `1\n00:00:01,000 --> 00:00:02,000\n${dropped[0]}\n\n2\n00:00:03,000 --> 00:00:04,000\n${dropped[1]}\n`);
+});
+
+test('CPU: an .srt with CR line breaks and blank lines inside cues comes back with its number and timing lines to the character', { timeout: TIMEOUT_MS }, async () => {
+  const { page } = session;
+  const lines = await germanLines(4, 40); // translated above: from the cache
+  // [number line, timing line, text lines]: spaces around numbers and times, a zero-padded
+  // number, an arrow without spaces, a position; blank lines inside a cue's text, and a cue
+  // whose text goes on with a number after a blank line.
+  const cues = [
+    [' 1', '00:00:01,000 --> 00:00:02,000  ', [lines[0], '', lines[1]]],
+    ['2 ', ' 00:00:03,000-->00:00:04,500 X1:10 X2:20 Y1:30 Y2:40', [lines[2], '', '', '1984']],
+    ['003', '00:00:05,000 --> 00:00:06,000', [lines[3]]],
+  ];
+  const text = `${cues.map(([number, timing, text]) => [number, timing, ...text].join('\r')).join('\r\r')}\r`;
+  const segments = cues.map(([, , text]) => text.filter((t) => t !== '').join(' '));
+  const before = await openFile(page, 'cr.srt', text, 'application/x-subrip');
+  const end = await documentEnd(page, before);
+  assert.equal(end.state, 'done', `page says: ${end.text}\n${say()}`);
+  const native = await nativeLines(NATIVE_ARGS, segments, { timeout: TIMEOUT_MS });
+  assert.deepEqual(await shownRows(page), native, 'one row per cue, each with all its text');
+  assert.deepEqual(await page.locator('#doc-output .doc-meta').allTextContents(), [
+    '1 · 00:00:01,000 → 00:00:02,000',
+    '2 · 00:00:03,000 → 00:00:04,500 X1:10 X2:20 Y1:30 Y2:40',
+    '003 · 00:00:05,000 → 00:00:06,000',
+  ]);
+  // The input with each cue's text lines (blank ones included) replaced by its translation.
+  const expected = `${cues.map(([number, timing], i) => [number, timing, native[i]].join('\r')).join('\r\r')}\r`;
+  assert.equal((await download(page)).text, expected, 'CR line breaks, number and timing lines as they were');
 });
 
 test('CPU: offline, the page translates a subtitle file end to end', { timeout: TIMEOUT_MS }, async () => {

@@ -11,7 +11,7 @@ pub fn search_one<E: TranslationEngine>(
     i: usize,
     options: &SearchOptions,
 ) -> Result<(SearchResult, SearchStats), E::Error> {
-    let (mut results, stats) = block_on(engine.search(encoded, &[i], options))?;
+    let (mut results, stats) = block_on(engine.search(encoded, &[i], options, &|| false))?;
     Ok((results.remove(0), stats))
 }
 
@@ -32,11 +32,18 @@ where
         for batch in sources.chunks(25) {
             let encoded = block_on(engine.encode(batch)).expect("encoder runs");
             let all: Vec<usize> = (0..batch.len()).collect();
-            let (batched, _) = block_on(engine.search(&encoded, &all, &options)).expect("batch");
+            let (batched, _) =
+                block_on(engine.search(&encoded, &all, &options, &|| false)).expect("batch");
             assert_eq!(batched.len(), batch.len());
             for (i, together) in batched.iter().enumerate() {
                 let (alone, _) = search_one(engine, &encoded, i, &options).expect("search");
                 assert_eq!(together, &alone, "piece {i} with {options:?}");
+            }
+            // Encoded alone too (other padding, as another --batch would give): the same.
+            for i in [0, batch.len() / 2, batch.len() - 1] {
+                let single = block_on(engine.encode(&batch[i..=i])).expect("encoder runs");
+                let (alone, _) = search_one(engine, &single, 0, &options).expect("search");
+                assert_eq!(batched[i], alone, "piece {i} encoded alone, {options:?}");
             }
         }
     }
