@@ -16,7 +16,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { ROOT, launch, modelState, nativeLines, openPage, screenshot, serveStatic, setOptions, translate } from './harness.mjs';
+import { ROOT, launch, modelState, nativeLines, openPage, screenshot, serveStatic, setOptions, translate, serviceWorkerControls } from './harness.mjs';
 
 const TIMEOUT_MS = 300_000; // wasm compilation and decoding on 2 busy CPU cores
 const MODEL = join(ROOT, 'web/models/de-en');
@@ -472,11 +472,7 @@ test('CPU: an .srt with CR line breaks and blank lines inside cues comes back wi
 
 test('CPU: offline, the page translates a subtitle file end to end', { timeout: TIMEOUT_MS }, async () => {
   const { page } = session;
-  await page.evaluate(async () => {
-    await navigator.serviceWorker.ready;
-    for (let i = 0; i < 100 && !navigator.serviceWorker.controller; i++) await new Promise((ok) => setTimeout(ok, 100));
-  });
-  assert.ok(await page.evaluate(() => navigator.serviceWorker.controller !== null), 'the service worker controls the page');
+  assert.ok(await serviceWorkerControls(page), 'the service worker controls the page');
   await server.close();
   server = null;
   try {

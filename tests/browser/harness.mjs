@@ -247,3 +247,12 @@ export async function translate(page, text, { timeout = 300_000, onBusy } = {}) 
   const status = page.locator('#translate-status');
   return { state: await status.getAttribute('data-state'), status: await status.textContent(), ms: Date.now() - t0 };
 }
+
+/** Waits (up to 10 s) until the page's service worker is ready and controls the page; whether it does. */
+export async function serviceWorkerControls(page) {
+  return page.evaluate(async () => {
+    await navigator.serviceWorker.ready;
+    for (let i = 0; i < 100 && !navigator.serviceWorker.controller; i++) await new Promise((ok) => setTimeout(ok, 100));
+    return navigator.serviceWorker.controller !== null;
+  });
+}

@@ -6,7 +6,7 @@
 // on the first visit of the tests before it.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { foreignRequests, launch, modelState, openPage, screenshot, serveStatic, setOptions, translate } from './harness.mjs';
+import { foreignRequests, launch, modelState, openPage, screenshot, serveStatic, setOptions, translate, serviceWorkerControls } from './harness.mjs';
 
 const TIMEOUT_MS = 300_000; // wasm + SwiftShader shader compilation and decoding on 2 CPU cores
 const KOREAN = '오늘 날씨가 정말 좋네요. 우리는 공원에 가서 점심을 먹었습니다.';
@@ -166,11 +166,7 @@ test('the Content-Security-Policy allows only the site itself, and nothing broke
 test('after the first visit the page loads and translates with the server stopped', { timeout: TIMEOUT_MS }, async () => {
   const { page } = session;
   // The service worker has precached the shell; the worker stored the verified model.
-  await page.evaluate(async () => {
-    await navigator.serviceWorker.ready;
-    for (let i = 0; i < 100 && !navigator.serviceWorker.controller; i++) await new Promise((ok) => setTimeout(ok, 100));
-  });
-  assert.ok(await page.evaluate(() => navigator.serviceWorker.controller !== null), 'the service worker controls the page');
+  assert.ok(await serviceWorkerControls(page), 'the service worker controls the page');
   await server.close();
   server = null;
   const reopened = Date.now();
