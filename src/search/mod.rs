@@ -15,6 +15,12 @@
 //!   previous step, ordered by group and, within a group, by selection order. A row names the
 //!   row of the previous step it extends (`parent`), so the engine can follow (or reorder) its
 //!   KV caches by it.
+//! - **Batches** ([`beam_search_batch`]). Several sentences search in lockstep: a step's
+//!   request holds the rows of every sentence still searching, sentence after sentence, each
+//!   marked with its sentence; a parent is an index into the previous request's rows. A
+//!   sentence leaves when it has no live hypothesis or stops early. Everything below holds per
+//!   sentence, so a sentence's result does not depend on the others (as long as the engine
+//!   scores each row on its own).
 //! - **Groups (diverse beam search, Vijayakumar et al. 2018, Hamming diversity).** The beam is
 //!   split into `groups` groups of `beam / groups` hypotheses. At each step the groups choose
 //!   in order 0, 1, …; when group `g` chooses, a candidate token chosen `c` times at this step
