@@ -238,6 +238,23 @@ impl TranslationEngine for PageCpuEngine {
     }
 }
 
+/// Runs `$body` with `$engine` bound to the loaded engine (`&impl TranslationEngine`) and
+/// `$error` to the function that turns its errors into the page's error objects.
+macro_rules! on_engine {
+    ($loaded:expr, |$engine:ident, $error:ident| $body:expr) => {
+        match $loaded {
+            Loaded::Gpu(e) => {
+                let ($engine, $error) = (e.as_ref(), engine_error);
+                $body
+            }
+            Loaded::Cpu(e) => {
+                let ($engine, $error) = (e.as_ref(), cpu_error);
+                $body
+            }
+        }
+    };
+}
+
 /// The engine a [`Translator`] runs on (boxed: both hold kilobytes of handles and tables inline).
 enum Loaded {
     Gpu(Box<Engine>),
@@ -390,8 +407,9 @@ impl Translator {
     }
 
     /// Translates `text` with `options` (a `TranslateOptions` object; missing fields take the
-    /// defaults of [`default_options`]). `cancelled` is called before each sentence; when it
-    /// returns true the translation stops with a `cancelled` error.
+    /// defaults of [`default_options`]). `cancelled` is called before each encoder batch and
+    /// between decoder steps; when it returns true the translation stops with a `cancelled`
+    /// error.
     pub async fn translate(
         &self,
         text: String,
@@ -400,14 +418,11 @@ impl Translator {
     ) -> Result<JsValue, JsValue> {
         let options = parse_options(options)?;
         let is_cancelled = || cancelled.call0(&JsValue::NULL).is_ok_and(|v| v.is_truthy());
-        let translation: Translation = match &self.engine {
-            Loaded::Gpu(engine) => translate(engine.as_ref(), &text, &options, &is_cancelled)
+        let translation: Translation = on_engine!(&self.engine, |engine, engine_error| {
+            translate(engine, &text, &options, &is_cancelled)
                 .await
-                .map_err(|e| translate_error(e, engine_error))?,
-            Loaded::Cpu(engine) => translate(engine.as_ref(), &text, &options, &is_cancelled)
-                .await
-                .map_err(|e| translate_error(e, cpu_error))?,
-        };
+                .map_err(|e| translate_error(e, engine_error))
+        })?;
         translation
             .serialize(&serde_wasm_bindgen::Serializer::json_compatible())
             .map_err(internal_error)
@@ -419,8 +434,8 @@ impl Translator {
     /// in input order as soon as it and every text before it are done (`translation` has the
     /// shape `translate` returns). Sentences searched before with this model and the same
     /// options come from its cache; identical sentences are searched once. `cancelled` is
-    /// called before each encoder and decoder batch; when it returns true the work stops with
-    /// a `cancelled` error (the texts handed out so far stay valid).
+    /// called before each encoder batch and between decoder steps; when it returns true the
+    /// work stops with a `cancelled` error (the texts handed out so far stay valid).
     ///
     /// Resolves to the number of sentences (pieces) this call took from the cache.
     #[wasm_bindgen(js_name = translateTexts)]
@@ -438,32 +453,18 @@ impl Translator {
         // the same time starts from an empty cache, and the last one to finish keeps its own.
         let mut cache = self.document_cache.take();
         let hits_before = cache.hits;
-        let result = match &self.engine {
-            Loaded::Gpu(engine) => {
-                translate_texts_on(
-                    engine.as_ref(),
-                    &texts,
-                    &options,
-                    &is_cancelled,
-                    &mut cache,
-                    &on_text,
-                    engine_error,
-                )
-                .await
-            }
-            Loaded::Cpu(engine) => {
-                translate_texts_on(
-                    engine.as_ref(),
-                    &texts,
-                    &options,
-                    &is_cancelled,
-                    &mut cache,
-                    &on_text,
-                    cpu_error,
-                )
-                .await
-            }
-        };
+        let result = on_engine!(&self.engine, |engine, engine_error| {
+            translate_texts_on(
+                engine,
+                &texts,
+                &options,
+                &is_cancelled,
+                &mut cache,
+                &on_text,
+                engine_error,
+            )
+            .await
+        });
         let hits = cache.hits.saturating_sub(hits_before);
         *self.document_cache.borrow_mut() = cache;
         result.map(|()| JsValue::from(hits as f64))
