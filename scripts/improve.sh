@@ -23,6 +23,7 @@
 # same flags across rounds, the schedule is computed from them), SKIP_TRAIN=1 (only compare and
 # promote), RUN_DIR (another run's directory, e.g. an A/B arm or an unpacked GPU run).
 set -euo pipefail
+shopt -s inherit_errexit # a failing score() inside $(…) stops the script
 cd "$(dirname "$0")/.."
 
 pair="${1:-ko-en}"
@@ -59,12 +60,15 @@ if [ "${SKIP_TRAIN:-0}" != 1 ]; then
 fi
 [ -f "$run_dir/bundle/manifest.json" ] || { echo "no bundle in $run_dir/bundle: train first" >&2; exit 1; }
 
-score() { # score BUNDLE NAME -> prints dev BLEU
+score() { # score BUNDLE NAME -> prints dev BLEU; fails (no stale score) when evaluate does
+  rm -f "$out/$2.json" "$out/$2.txt"
   nice -n 19 target/release/evaluate --model "$1" --cpu --src "$dev_src" --ref "$dev_ref" \
-    --json "$out/$2.json" --output "$out/$2.txt" >&2
+    --json "$out/$2.json" --output "$out/$2.txt" >&2 || return 1
   jq -r '.report.bleu.score' "$out/$2.json"
 }
 echo "==> dev BLEU, default decoding"
+# Again: another build may have replaced evaluate during the hours of training.
+cargo build --locked --release --features train --bin evaluate
 # The shipped model's score is kept beside its hash: scored once per shipped model.
 sha=$(cat "$shipped"/*.json "$shipped"/model.safetensors | sha256sum | cut -d' ' -f1)
 if [ -f "$out/shipped.json" ] && [ "$(cat "$out/shipped.sha" 2>/dev/null)" = "$sha" ]; then
