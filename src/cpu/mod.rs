@@ -413,12 +413,8 @@ impl CpuEngine {
         let c = &self.config;
         let bytes = |part: &[usize]| {
             let rows = (options.beam.max(1) * part.len()) as u64;
-            let capacity = part
-                .iter()
-                .filter_map(|&i| encoded.lengths.get(i))
-                .map(|&len| options.max_target_len(len, c.max_seq_len))
-                .max()
-                .unwrap_or(1) as u64;
+            let lens = part.iter().filter_map(|&i| encoded.lengths.get(i).copied());
+            let capacity = options.batch_target_len(lens, c.max_seq_len) as u64;
             let cache = 4 * capacity * rows * 2 * c.d_model as u64;
             c.n_dec_layers as u64 * cache + 4 * rows * c.tgt_vocab_size as u64
         };
@@ -444,12 +440,7 @@ impl CpuEngine {
         }
         options.validate()?;
         let lens: Vec<usize> = pieces.iter().map(|&i| encoded.lengths[i]).collect();
-        let cap = self.config.max_seq_len;
-        let capacity = lens
-            .iter()
-            .map(|&len| options.max_target_len(len, cap))
-            .max()
-            .unwrap_or(1);
+        let capacity = options.batch_target_len(lens.iter().copied(), self.config.max_seq_len);
         let session = CpuSession::new(self, encoded, pieces, options.beam, capacity);
         Ok((session, lens))
     }

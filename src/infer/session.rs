@@ -65,14 +65,10 @@ impl<'e> Session<'e> {
         pieces: &[usize],
         options: &SearchOptions,
     ) -> usize {
-        let cap = engine.config.max_seq_len;
-        pieces
+        let lens = pieces
             .iter()
-            .filter_map(|&i| encoded.lengths.get(i))
-            .map(|&len| options.max_target_len(len, cap))
-            .max()
-            .unwrap_or(0)
-            .max(1)
+            .filter_map(|&i| encoded.lengths.get(i).copied());
+        options.batch_target_len(lens, engine.config.max_seq_len)
     }
 
     /// Prepares `pieces` of `encoded` (1 or more) for a search with `options`.

@@ -130,6 +130,21 @@ impl SearchOptions {
         (scaled as usize).saturating_add(self.max_len_b).min(cap)
     }
 
+    /// The positions a decoder reserves for a batch of sources (`source_lens`, in tokens): the
+    /// longest [`Self::max_target_len`] among them, at least 1.
+    pub fn batch_target_len(
+        &self,
+        source_lens: impl IntoIterator<Item = usize>,
+        cap: usize,
+    ) -> usize {
+        source_lens
+            .into_iter()
+            .map(|len| self.max_target_len(len, cap))
+            .max()
+            .unwrap_or(0)
+            .max(1)
+    }
+
     /// How many candidates per row the search asks the model for (the `k` of the GPU's top-k).
     ///
     /// `beam / groups` without diversity (or with one group), `beam` with it; so at most `beam`
