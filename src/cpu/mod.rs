@@ -27,7 +27,7 @@ use crate::config::ModelConfig;
 use crate::positions::positional_encoding;
 use crate::search::{
     Candidate, OptionsError, SearchError, SearchOptions, SearchResult, StepModel, StepRequest,
-    apply_repetition_penalty, beam_search_batch, log_softmax, top_k,
+    apply_repetition_penalty, beam_search_batch, top_k,
 };
 use crate::tokenizer::Tokenizer;
 use crate::translate::{
@@ -665,7 +665,7 @@ impl StepModel for CpuSession<'_> {
             .zip(&request.rows)
             .map(|(row, r)| {
                 let mut lp = row.to_vec();
-                log_softmax(&mut lp);
+                ops::log_softmax(&mut lp);
                 apply_repetition_penalty(
                     &mut lp,
                     r.history,

@@ -52,16 +52,92 @@ pub fn add_layernorm(x: &mut [f32], residual: &[f32], gamma: &[f32], beta: &[f32
     }
 }
 
+/// Lanes of the vectorizable loops below: independent accumulators in a fixed order, so the
+/// result does not depend on the SIMD width (native and wasm agree bit for bit).
+const LANES: usize = 16;
+
+/// `e^x` for `x ≤ 0` (`-inf` included; below -87 it returns about 1.6e-38 instead of
+/// underflowing), within 3e-7 relative: `x = n · ln 2 + r` with `|r| ≤ ln 2 / 2`, `e^r` by its
+/// degree-7 Taylor polynomial, `2^n` built in the exponent bits. Plain float and integer lane
+/// operations (the rounding is the `1.5 · 2^23` addition), so loops over it vectorize on
+/// every target; libm's `expf` is a call per element.
+#[inline(always)]
+pub fn exp_le0(x: f32) -> f32 {
+    const MAGIC: f32 = 12_582_912.0;
+    // ln 2 split in two: the high part (0.693145751953125) has few mantissa bits, so n · LN2_HI
+    // is exact.
+    const LN2_HI: f32 = f32::from_bits(0x3f31_7200);
+    const LN2_LO: f32 = 1.428_606_8e-6;
+    let x = x.max(-87.0);
+    let t = x * std::f32::consts::LOG2_E + MAGIC;
+    let n = t - MAGIC;
+    let r = (x - n * LN2_HI) - n * LN2_LO;
+    let p = 1.0
+        + r * (1.0
+            + r * (0.5
+                + r * (1.0 / 6.0
+                    + r * (1.0 / 24.0
+                        + r * (1.0 / 120.0 + r * (1.0 / 720.0 + r * (1.0 / 5040.0)))))));
+    let n = t.to_bits() as i32 - MAGIC.to_bits() as i32;
+    p * f32::from_bits(((n + 127) << 23) as u32)
+}
+
+/// The largest value of `x` (`-inf` when empty), in lanes.
+fn max(x: &[f32]) -> f32 {
+    let mut lanes = [f32::NEG_INFINITY; LANES];
+    let chunks = x.chunks_exact(LANES);
+    let tail = chunks
+        .remainder()
+        .iter()
+        .fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+    for c in chunks {
+        for l in 0..LANES {
+            lanes[l] = lanes[l].max(c[l]);
+        }
+    }
+    lanes.iter().fold(tail, |m, &v| m.max(v))
+}
+
+/// `Σ exp(x − max)` in lanes, with [`exp_le0`]; with `store`, also `x ← exp(x − max)`.
+fn sum_exp(x: &mut [f32], max: f32, store: bool) -> f32 {
+    let mut lanes = [0.0f32; LANES];
+    let mut chunks = x.chunks_exact_mut(LANES);
+    for c in &mut chunks {
+        for l in 0..LANES {
+            let e = exp_le0(c[l] - max);
+            lanes[l] += e;
+            if store {
+                c[l] = e;
+            }
+        }
+    }
+    let mut sum = 0.0;
+    for v in chunks.into_remainder() {
+        let e = exp_le0(*v - max);
+        sum += e;
+        if store {
+            *v = e;
+        }
+    }
+    lanes.iter().fold(sum, |s, &v| s + v)
+}
+
 /// `x ← softmax(x)` in place (max subtracted first).
 pub fn softmax(x: &mut [f32]) {
-    let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let mut sum = 0.0;
-    for v in x.iter_mut() {
-        *v = (*v - max).exp();
-        sum += *v;
-    }
+    let max = max(x);
+    let sum = sum_exp(x, max, true);
     for v in x.iter_mut() {
         *v /= sum;
+    }
+}
+
+/// `x ← log_softmax(x)` in place: `x − max − ln Σ exp(x − max)`, the CPU engine's
+/// vectorized counterpart of [`crate::search::log_softmax`] (equal within 1e-6).
+pub fn log_softmax(x: &mut [f32]) {
+    let max = max(x);
+    let log_sum = max + sum_exp(x, max, false).ln();
+    for v in x.iter_mut() {
+        *v -= log_sum;
     }
 }
 
@@ -152,6 +228,42 @@ mod tests {
         softmax(&mut x);
         let c = compare(&x, &want, 1e-6, 1e-5);
         assert!(c.passed(), "{c:?}");
+    }
+
+    /// `exp_le0` against `f32::exp` over [-100, 0] and at the edges.
+    #[test]
+    fn exp_le0_matches_exp() {
+        for i in 0..=200_000 {
+            let x = -87.0 * i as f32 / 200_000.0;
+            let (got, want) = (exp_le0(x), x.exp());
+            assert!(
+                ((got - want) / want).abs() < 3e-7,
+                "exp({x}): {got} against {want}"
+            );
+        }
+        assert_eq!(exp_le0(0.0), 1.0);
+        assert!(exp_le0(-100.0) < 1e-37 && exp_le0(f32::NEG_INFINITY) < 1e-37);
+    }
+
+    #[test]
+    fn log_softmax_matches_search_log_softmax() {
+        let mut rng = SmallRng::seed_from_u64(4);
+        for len in [1, 5, 16, 17, 7820] {
+            let mut x: Vec<f32> = random(&mut rng, len).iter().map(|v| v * 30.0).collect();
+            if len > 1 {
+                x[len / 2] = f32::NEG_INFINITY;
+            }
+            let mut want = x.clone();
+            crate::search::log_softmax(&mut want);
+            log_softmax(&mut x);
+            if len > 1 {
+                // -inf stays -inf (compare counts -inf − -inf = NaN as a failure).
+                assert!(x[len / 2] == f32::NEG_INFINITY && want[len / 2] == f32::NEG_INFINITY);
+                (x[len / 2], want[len / 2]) = (0.0, 0.0);
+            }
+            let c = compare(&x, &want, 1e-5, 1e-6);
+            assert!(c.passed(), "len {len}: {c:?}");
+        }
     }
 
     /// Self-attention of whole sequences with padding (key_len < n_keys), through the fused

@@ -128,6 +128,59 @@ fn simd_kernels_match_portable_kernels() {
     }
 }
 
+/// The int8 product, whichever kernels this machine runs (tiles of rows, the fused scaling of
+/// the AVX-512 path), equals the portable dot products scaled in the documented order, bit
+/// for bit, with and without ReLU; and the tiled panels equal one row at a time.
+#[test]
+fn matmul_int8_equals_portable_kernels_exactly() {
+    let mut rng = SmallRng::seed_from_u64(11);
+    for (m, n, k) in SHAPES.into_iter().chain([(4, 64, 256), (9, 12, 64)]) {
+        let (x, w, b) = problem(&mut rng, m, n, k);
+        let lin = Q8Linear::new(&w, &b);
+        let (q, sx) = quantize_rows(&x, k);
+        for relu in [false, true] {
+            let got = matmul::matmul(&x, m, &lin, relu, MatmulKind::Int8, 1);
+            for i in 0..m {
+                for r in 0..n {
+                    let d = portable::dot4_i8(&q[i * k..][..k], [lin.row(r); 4])[0];
+                    let v = d as f32 * sx[i] * lin.scale[r] + lin.bias[r];
+                    let want = if relu { v.max(0.0) } else { v };
+                    assert_eq!(
+                        got[i * n + r],
+                        want,
+                        "[{m}, {n}, {k}] relu {relu} at ({i}, {r})"
+                    );
+                }
+            }
+        }
+        if n >= 4 {
+            let ws: [&[i8]; 4] = std::array::from_fn(|j| lin.row(j));
+            let sums: [i32; 4] = std::array::from_fn(|j| lin.sums[j]);
+            let mut out = vec![[0i32; 4]; m];
+            matmul::dot_panel_i8(&q, ws, sums, &mut out);
+            for (i, o) in out.iter().enumerate() {
+                assert_eq!(
+                    *o,
+                    portable::dot4_i8(&q[i * k..][..k], ws),
+                    "panel row {i}, k {k}"
+                );
+            }
+        }
+    }
+}
+
+/// Quantization rounds half to even and clamps, as `round_ties_even` would.
+#[test]
+fn round_i8_rounds_half_to_even() {
+    for v in [
+        -200.0f32, -127.5, -126.5, -2.5, -1.5, -0.5, -0.49, 0.0, 0.5, 1.5, 2.5, 126.5, 127.4, 1e9,
+    ] {
+        let want = v.round_ties_even().clamp(-127.0, 127.0) as i8;
+        assert_eq!(portable::round_i8(v), want, "{v}");
+    }
+    assert_eq!(portable::round_i8(f32::NAN), -127);
+}
+
 /// GFLOP/s of both variants at the decoder's and encoder's shapes of the shipped model
 /// (d_model 256, d_ff 1024, vocabulary 7820), SIMD and portable, 1 and 2 threads.
 #[test]
