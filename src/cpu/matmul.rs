@@ -419,7 +419,7 @@ pub fn dot_panel_i8(x: &[i8], w: [&[i8]; 4], sums: [i32; 4], out: &mut [[i32; 4]
 /// Whether the AVX2 + FMA kernels may run (cached by std). `WEBNMT_NO_SIMD=1` forces the
 /// portable kernels (for measurements).
 #[cfg(target_arch = "x86_64")]
-fn avx2() -> bool {
+pub(crate) fn avx2() -> bool {
     use std::sync::OnceLock;
     static ON: OnceLock<bool> = OnceLock::new();
     *ON.get_or_init(|| {
@@ -619,12 +619,16 @@ pub(crate) mod x86 {
         sx: &[f32],
     ) {
         let (k, start) = (w.k, rows.start);
+        // `x + 128` once per product, in aligned rows, not once per group of four outputs.
+        let q = &flip(q);
         // One row (a greedy step): the generic loop around the panel was measured faster
         // (46 against 84 µs for the de→en logits): the fused loop below only pays with tiles.
         if m == 1 {
             return super::block_i8((m, w, relu, rows, y, stride), q, sx, |x, w, sums, out| {
-                // SAFETY: the same features are enabled here.
-                unsafe { panel_i8_vnni(x, w, sums, out) }
+                tiles_vnni(x, k, 0..out.len(), w, sums, |i, s| {
+                    // SAFETY: `out[i]` holds four i32.
+                    unsafe { _mm_storeu_si128(out[i].as_mut_ptr().cast(), s) }
+                })
             });
         }
         let zero = _mm_setzero_ps();
@@ -682,8 +686,9 @@ pub(crate) mod x86 {
     #[target_feature(enable = "avx2,avx512f,avx512bw,avx512vnni")]
     pub unsafe fn dot4_i8_vnni(x: &[i8], w: [&[i8]; 4], sums: [i32; 4]) -> [i32; 4] {
         let mut out = [0i32; 4];
+        let x = flip(x);
         // SAFETY: the same features are enabled here; `out` holds four i32.
-        unsafe { _mm_storeu_si128(out.as_mut_ptr().cast(), tile_i8_vnni([x], w, sums)[0]) };
+        unsafe { _mm_storeu_si128(out.as_mut_ptr().cast(), tile_i8_vnni([&x], w, sums)[0]) };
         out
     }
 
@@ -691,25 +696,34 @@ pub(crate) mod x86 {
     #[target_feature(enable = "avx2,avx512f,avx512bw,avx512vnni")]
     pub unsafe fn panel_i8_vnni(x: &[i8], w: [&[i8]; 4], sums: [i32; 4], out: &mut [[i32; 4]]) {
         let k = x.len() / out.len();
-        tiles_vnni(x, k, 0..out.len(), w, sums, |i, s| {
+        tiles_vnni(&flip(x), k, 0..out.len(), w, sums, |i, s| {
             // SAFETY: `out[i]` holds four i32.
             unsafe { _mm_storeu_si128(out[i].as_mut_ptr().cast(), s) }
         });
     }
 
-    /// Rows `rows` of `x` (`[_, k]`) against four rows of `w`, in tiles of four rows, then
-    /// two, then one: `each(i, sums)` gets row `i`'s four sums.
+    /// `x + 128` (a sign-bit flip: the unsigned operand of `vpdpbusd`), 64-byte aligned.
+    fn flip(x: &[i8]) -> super::Aligned {
+        let mut out = super::Aligned::zeroed(x.len());
+        for (o, &v) in out.iter_mut().zip(x) {
+            *o = v ^ i8::MIN;
+        }
+        out
+    }
+
+    /// Rows `rows` of `xu` (`x + 128`, see [`flip`]; `[_, k]`) against four rows of `w`, in
+    /// tiles of four rows, then two, then one: `each(i, sums)` gets row `i`'s four sums.
     #[target_feature(enable = "avx2,avx512f,avx512bw,avx512vnni")]
     #[inline]
     fn tiles_vnni(
-        x: &[i8],
+        xu: &[i8],
         k: usize,
         rows: std::ops::Range<usize>,
         w: [&[i8]; 4],
         sums: [i32; 4],
         mut each: impl FnMut(usize, __m128i),
     ) {
-        let row = |i: usize| &x[i * k..][..k];
+        let row = |i: usize| &xu[i * k..][..k];
         let mut i = rows.start;
         // SAFETY (each call): the same features are enabled here.
         while i + 4 <= rows.end {
@@ -731,23 +745,22 @@ pub(crate) mod x86 {
         }
     }
 
-    /// `R` rows of `x` (each `k` long) against four rows of `w`: 64 lanes per step with
-    /// `vpdpbusd`, which multiplies unsigned by signed bytes: `x + 128` (a sign-bit flip)
+    /// `R` rows of `x`, given as `xu = x + 128` (each `k` long), against four rows of `w`: 64
+    /// lanes per step with `vpdpbusd`, which multiplies unsigned by signed bytes: `x + 128`
     /// times `w`, summed in i32, minus `128 · Σ w`; exact (a lane adds four products of at
     /// most 255 · 127). The `4 · R` accumulators stay in registers (R ≤ 4: 16 of 32), so each
-    /// vector of `w` is loaded once per `R` rows. The rest of `k` (not a multiple of 64) goes
-    /// through the AVX2 kernel.
+    /// vector of `w` is loaded once per `R` rows. The rest of `k` (not a multiple of 64) is
+    /// summed plainly.
     #[target_feature(enable = "avx2,avx512f,avx512bw,avx512vnni")]
     #[inline]
     unsafe fn tile_i8_vnni<const R: usize>(
-        x: [&[i8]; R],
+        xu: [&[i8]; R],
         w: [&[i8]; 4],
         sums: [i32; 4],
     ) -> [__m128i; R] {
-        let k = x[0].len();
-        assert!(x.iter().all(|r| r.len() == k) && w.iter().all(|r| r.len() >= k));
+        let k = xu[0].len();
+        assert!(xu.iter().all(|r| r.len() == k) && w.iter().all(|r| r.len() >= k));
         let body = k / 64 * 64;
-        let flip = _mm512_set1_epi8(-128);
         let mut acc = [[_mm512_setzero_si512(); 4]; R];
         let mut c = 0;
         while c < body {
@@ -756,10 +769,9 @@ pub(crate) mod x86 {
                 let wv: [__m512i; 4] =
                     std::array::from_fn(|j| _mm512_loadu_si512(w[j].as_ptr().add(c).cast()));
                 for a in 0..R {
-                    let xu =
-                        _mm512_xor_si512(_mm512_loadu_si512(x[a].as_ptr().add(c).cast()), flip);
+                    let xv = _mm512_loadu_si512(xu[a].as_ptr().add(c).cast());
                     for j in 0..4 {
-                        acc[a][j] = _mm512_dpbusd_epi32(acc[a][j], xu, wv[j]);
+                        acc[a][j] = _mm512_dpbusd_epi32(acc[a][j], xv, wv[j]);
                     }
                 }
             }
@@ -779,9 +791,11 @@ pub(crate) mod x86 {
         for a in 0..R {
             out[a] = _mm_sub_epi32(reduce4_512(acc[a]), shift);
             if body < k {
-                // SAFETY: AVX2 is enabled on this function.
-                let rest =
-                    unsafe { dot4_i8(&x[a][body..], std::array::from_fn(|j| &w[j][body..k])) };
+                let rest: [i32; 4] = std::array::from_fn(|j| {
+                    (body..k)
+                        .map(|c| (i32::from(xu[a][c] as u8) - 128) * i32::from(w[j][c]))
+                        .sum()
+                });
                 out[a] = _mm_add_epi32(out[a], _mm_setr_epi32(rest[0], rest[1], rest[2], rest[3]));
             }
         }

@@ -125,26 +125,40 @@ pub fn apply_repetition_penalty(
 /// only for an entry that beats the current `k`-th): a search asks for k ≤ 8 of a vocabulary
 /// of thousands, where a selection over every index cost several times more.
 pub fn top_k(logprobs: &[f32], k: usize) -> Vec<Candidate> {
+    /// `f32::total_cmp`'s order as an integer: the same comparisons, and a max that vectorizes.
+    fn key(v: f32) -> i32 {
+        let b = v.to_bits() as i32;
+        b ^ (((b >> 31) as u32) >> 1) as i32
+    }
+    const CHUNK: usize = 16;
     let k = k.min(logprobs.len());
     let mut best: Vec<Candidate> = Vec::with_capacity(k + 1);
     if k == 0 {
         return best;
     }
-    for (i, &lp) in logprobs.iter().enumerate() {
-        // Ids ascend, so an entry equal to the k-th ranks after it: only a strictly larger one
-        // gets in.
-        if best.len() == k && best[k - 1].logprob.total_cmp(&lp).is_ge() {
+    // The k-th's key once there are k; an entry must be strictly larger to get in.
+    let mut threshold = None;
+    for (c, chunk) in logprobs.chunks(CHUNK).enumerate() {
+        // Most chunks hold nothing better than the k-th: one vectorized max skips them.
+        if let Some(t) = threshold
+            && chunk.iter().map(|&v| key(v)).fold(i32::MIN, i32::max) <= t
+        {
             continue;
         }
-        let at = best.partition_point(|c| c.logprob.total_cmp(&lp).is_ge());
-        best.insert(
-            at,
-            Candidate {
-                token: i as u32,
-                logprob: lp,
-            },
-        );
-        best.truncate(k);
+        for (j, &lp) in chunk.iter().enumerate() {
+            // Ids ascend, so an entry equal to the k-th ranks after it: only a strictly
+            // larger one gets in.
+            if threshold.is_some_and(|t| key(lp) <= t) {
+                continue;
+            }
+            let at = best.partition_point(|b| b.logprob.total_cmp(&lp).is_ge());
+            let token = (c * CHUNK + j) as u32;
+            best.insert(at, Candidate { token, logprob: lp });
+            best.truncate(k);
+            if best.len() == k {
+                threshold = Some(key(best[k - 1].logprob));
+            }
+        }
     }
     best
 }
