@@ -408,7 +408,7 @@ function stopDocument(job) {
 
 /** The next chunk's size: 1, then batch, 4 × batch, … up to DOCUMENT_CHUNK_MAX sentences. */
 function chunkSize(job) {
-  const batch = Math.max(1, Number(job.options?.batch) || 16);
+  const batch = Math.max(1, Number(job.options?.batch) || 32);
   return job.chunks === 0 ? DOCUMENT_CHUNK_FIRST : Math.min(DOCUMENT_CHUNK_MAX, batch * 4 ** (job.chunks - 1));
 }
 
