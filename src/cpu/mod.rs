@@ -658,21 +658,20 @@ impl StepModel for CpuSession<'_> {
         let tokens: Vec<u32> = request.rows.iter().map(|r| r.last_token).collect();
         let parents: Vec<usize> = request.rows.iter().map(|r| r.parent).collect();
         let sentences: Vec<usize> = request.rows.iter().map(|r| r.sentence).collect();
-        let logits = self.forward(request.step, &tokens, &parents, &sentences, None)?;
+        let mut logits = self.forward(request.step, &tokens, &parents, &sentences, None)?;
         let vocab = self.engine.config.tgt_vocab_size;
         let candidates = logits
-            .chunks_exact(vocab)
+            .chunks_exact_mut(vocab)
             .zip(&request.rows)
-            .map(|(row, r)| {
-                let mut lp = row.to_vec();
-                ops::log_softmax(&mut lp);
+            .map(|(lp, r)| {
+                ops::log_softmax(lp);
                 apply_repetition_penalty(
-                    &mut lp,
+                    lp,
                     r.history,
                     request.repetition_penalty,
                     request.repetition_window,
                 );
-                top_k(&lp, request.k)
+                top_k(lp, request.k)
             })
             .collect();
         self.step_ms += now_ms() - start;
