@@ -241,7 +241,9 @@ pub const MAX_BATCH: usize = 128;
 
 /// After the first decoder batch, pieces are gathered this many batches at a time (and at
 /// least [`ENCODER_BATCH`]) and sorted by length, so a batch holds pieces of similar length.
-const LOOKAHEAD: usize = 4;
+/// 200 ko→en lines on lavapipe, batch 32, greedy: 2.39–2.42× one at a time with 4, 2.52–2.56×
+/// with 8 (rows of a batch finish closer together).
+const LOOKAHEAD: usize = 8;
 
 /// Pieces a [`TranslationCache`] holds at most; past it, it starts over.
 const CACHE_PIECES: usize = 100_000;
