@@ -148,8 +148,8 @@ fn w_sums(w: &[i8], k: usize) -> Vec<i32> {
 
 /// Quantizes each row of `x` (`[m, k]`) to int8: `q = round(x / sx)` (ties to even),
 /// `sx = max|x| / 127` (0 for an all-zero row). Returns `q` `[m, k]` and `sx` `[m]`. Every
-/// build computes the same values: the AVX2 path is the portable code compiled with AVX2
-/// (`vroundps`), wasm's is the same code with simd128 (`f32x4.nearest`).
+/// build computes the same values: the AVX2 path is the portable code compiled with AVX2,
+/// wasm's the same code with simd128 (rounding by [`portable::round_i8`], plain lane ops).
 pub fn quantize_rows(x: &[f32], k: usize) -> (Vec<i8>, Vec<f32>) {
     let mut q = vec![0i8; x.len()];
     let mut scales = vec![0.0f32; x.len() / k.max(1)];
@@ -266,15 +266,7 @@ fn block(
                 // SAFETY: AVX2 was detected at run time.
                 return unsafe { x86::block_i8(args, q, s) };
             }
-            block_i8(args, q, s, |x, w, _sums, out| {
-                #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-                return wasm::panel_i8(x, w, out);
-                #[allow(unreachable_code)]
-                let k = x.len() / out.len();
-                for (o, row) in out.iter_mut().zip(x.chunks_exact(k)) {
-                    *o = portable::dot4_i8(row, w);
-                }
-            })
+            block_i8(args, q, s, dot_panel_i8)
         }
     }
 }
