@@ -4,6 +4,7 @@
 //
 //   node scripts/page_bench.mjs --model web/models/de-en --src ../shared/data/de-en/test.de \
 //       --limit 10 [--rows '[{"label":"greedy","search":{…}},…]'] [--engine gpu|cpu]
+//       [--wasm auto|simd128]
 //   node scripts/page_bench.mjs --check [--model DIR]   # only check the set-up (bench does first)
 //
 // What runs: `dist/` (the trunk build) served on 127.0.0.1, with the bundle `--model` mounted at
@@ -24,7 +25,9 @@
 // Engine: `--engine gpu` (the default) launches Chromium with SwiftShader WebGPU; `--engine cpu`
 // launches it without WebGPU, so the page loads the model on its int8 CPU engine (WebAssembly
 // SIMD, one thread), as a browser without WebGPU does; rows are then named `page (CPU, wasm
-// SIMD)` and the GPU counters are zero.
+// relaxed SIMD)` (or `wasm SIMD`, with the build without relaxed SIMD) and the GPU counters are
+// zero. `--wasm simd128` opens the page with `?wasm=simd128`: the build without relaxed SIMD
+// (web/worker.js picks the relaxed one where the browser has it).
 //
 // Rows: `--rows` is a JSON array of `{ label, search }` (`search` is a SearchOptions object;
 // bench passes exactly the options of its native rows); without it, greedy (beam 1, no
@@ -60,7 +63,7 @@ function fail(message) {
 }
 
 function parseArgs(argv) {
-  const args = { model: join(ROOT, 'web/models/de-en'), src: null, limit: 100, rows: DEFAULT_ROWS, check: false, engine: 'gpu' };
+  const args = { model: join(ROOT, 'web/models/de-en'), src: null, limit: 100, rows: DEFAULT_ROWS, check: false, engine: 'gpu', wasm: 'auto' };
   for (let i = 0; i < argv.length; i += 2) {
     const [flag, value] = [argv[i], argv[i + 1]];
     if (flag === '--check') {
@@ -84,6 +87,10 @@ function parseArgs(argv) {
         if (value !== 'gpu' && value !== 'cpu') fail(`--engine must be gpu or cpu, not ${value}`);
         args.engine = value;
         break;
+      case '--wasm':
+        if (value !== 'auto' && value !== 'simd128') fail(`--wasm must be auto or simd128, not ${value}`);
+        args.wasm = value;
+        break;
       case '--rows':
         try {
           args.rows = JSON.parse(value);
@@ -92,7 +99,7 @@ function parseArgs(argv) {
         }
         break;
       default:
-        fail(`unknown flag ${flag} (flags: --model DIR --src FILE --limit N --rows JSON --engine gpu|cpu --check)`);
+        fail(`unknown flag ${flag} (flags: --model DIR --src FILE --limit N --rows JSON --engine gpu|cpu --wasm auto|simd128 --check)`);
     }
   }
   if (!args.src && !args.check) fail('--src FILE is required');
@@ -143,6 +150,9 @@ function captureWorkers() {
     constructor(...args) {
       super(...args);
       bench.workers.push(this);
+      this.addEventListener('message', (event) => {
+        if (event.data?.type === 'loaded') bench.backend = event.data.info?.adapter?.backend ?? '';
+      });
     }
   };
 }
@@ -276,7 +286,8 @@ async function main() {
   });
   const browser = await harness.launch({ webgpu: args.engine === 'gpu' });
   try {
-    const { page, log } = await harness.openPage(browser, server.url, { init: captureWorkers });
+    const url = args.wasm === 'simd128' ? `${server.url}?wasm=simd128` : server.url;
+    const { page, log } = await harness.openPage(browser, url, { init: captureWorkers });
     const t0 = Date.now();
     const { state, text: status } = await harness.modelState(page);
     if (state !== 'ready') throw new Error(`the page did not load the model: ${status}\n${log.join('\n')}`);
@@ -286,8 +297,9 @@ async function main() {
       const { vendor = '', architecture = '', device = '', description = '' } = info;
       return { vendor, architecture, device, description };
     });
+    const backend = await page.evaluate(() => window.__pageBench.backend ?? '');
     const label = args.engine === 'cpu'
-      ? 'CPU, wasm SIMD'
+      ? backend.includes('relaxed') ? 'CPU, wasm relaxed SIMD' : 'CPU, wasm SIMD'
       : adapter.architecture === 'swiftshader'
       ? 'SwiftShader'
       : adapter.description || [adapter.vendor, adapter.architecture].filter(Boolean).join(' ') || 'WebGPU';

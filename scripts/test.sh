@@ -35,9 +35,11 @@ one_wgpu() { # burn-wgpu and our engine must share one wgpu
 
 wasm_clippy() {
   if [ ${#WASM_ENV[@]} -eq 0 ]; then
-    cargo clippy --locked --target wasm32-unknown-unknown --features web -- -D warnings
+    cargo clippy --locked --target wasm32-unknown-unknown --features web -- -D warnings &&
+      cargo clippy --locked --target wasm32-unknown-unknown --features web,relaxed-simd -- -D warnings
   else # Debian's rustc-web ships no clippy: type-check only
-    env "${WASM_ENV[@]}" cargo check --locked --target wasm32-unknown-unknown --features web
+    env "${WASM_ENV[@]}" cargo check --locked --target wasm32-unknown-unknown --features web &&
+      env "${WASM_ENV[@]}" cargo check --locked --target wasm32-unknown-unknown --features web,relaxed-simd
   fi
 }
 

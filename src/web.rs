@@ -151,7 +151,14 @@ fn cpu_summary() -> AdapterSummary {
             "CPU (WebAssembly)"
         }
         .into(),
-        backend: if simd { "wasm simd128" } else { "wasm" }.into(),
+        backend: if cfg!(feature = "relaxed-simd") {
+            "wasm simd128 + relaxed-simd"
+        } else if simd {
+            "wasm simd128"
+        } else {
+            "wasm"
+        }
+        .into(),
         driver: String::new(),
         device_type: "Cpu".into(),
     }

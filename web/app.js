@@ -135,7 +135,11 @@ function describeError(error) {
 // ---------------------------------------------------------------- the worker
 
 function startWorker() {
-  const worker = new Worker(new URL('worker.js', import.meta.url), { type: 'module' });
+  const url = new URL('worker.js', import.meta.url);
+  // `?wasm=simd128` on the page forces the wasm build without relaxed SIMD (see worker.js).
+  const build = new URLSearchParams(location.search).get('wasm');
+  if (build) url.searchParams.set('wasm', build);
+  const worker = new Worker(url, { type: 'module' });
   worker.addEventListener('message', (event) => onWorkerMessage(worker, event.data));
   worker.addEventListener('error', (event) => {
     if (worker !== state.worker) return;

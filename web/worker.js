@@ -1,6 +1,12 @@
 // The translation engine's Web Worker: the wasm module (webnmt.js + webnmt_bg.wasm) runs here, so
 // downloads, shader compilation and decoding never block the page.
 //
+// Two builds of the wasm module, the same code: webnmt.js + webnmt_bg.wasm (simd128) and
+// webnmt_relaxed.js + webnmt_relaxed_bg.wasm (also relaxed SIMD: the CPU engine's int8 products
+// are faster). The worker loads the relaxed one where the browser validates relaxed SIMD, the
+// other elsewhere (a module with an instruction the browser lacks does not compile at all);
+// `?wasm=simd128` on the worker's URL (app.js passes the page's own on) forces the plain one.
+//
 // Engines: 'gpu' (WebGPU) or 'cpu' (the int8 CPU engine in wasm, simd128 kernels). A load asks
 // for one; without WebGPU (no navigator.gpu, no adapter granted, or WebGPU failing to open) the
 // model loads on the CPU instead, and 'loaded' says which engine runs it.
@@ -55,7 +61,23 @@
 // far are kept, and are in the cache), runs, and the document resumes where it stopped. So a
 // person typing never waits for a document, and a document only waits while requests keep
 // coming.
-import init, { Translator, defaultOptions, noWebgpuMessage, selfCheck, splitSentences } from './webnmt.js';
+/**
+ * A module whose one function uses `i32x4.relaxed_dot_i8x16_i7x16_add_s`, the relaxed SIMD
+ * instruction of the relaxed build's kernels, so it validates where that build compiles: the
+ * header, a type `() -> v128`, one function of it, and its body (59 bytes, no locals):
+ * `v128.const 0` three times (fd 0c + 16 bytes), the instruction (fd 93 02), `end` (0b).
+ * sw.js spells it alike (tests/browser/names.test.mjs).
+ */
+const RELAXED_SIMD_PROBE = new Uint8Array([0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, 0x01, 0x05, 0x01, 0x60, 0x00, 0x01, 0x7b, 0x03, 0x02, 0x01, 0x00, 0x0a, 0x3d, 0x01, 0x3b, 0x00, ...[0, 1, 2].flatMap(() => [0xfd, 0x0c, ...new Array(16).fill(0)]), 0xfd, 0x93, 0x02, 0x0b]);
+
+/** The wasm build this worker runs (see the top of this file). */
+const BUILD =
+  new URL(self.location.href).searchParams.get('wasm') !== 'simd128' && WebAssembly.validate(RELAXED_SIMD_PROBE)
+    ? 'webnmt_relaxed'
+    : 'webnmt';
+
+/** The wasm module's exports (Translator, defaultOptions, …), once `ready` resolves. */
+let wasm = null;
 
 /** Cache API store of verified model files; sw.js serves model requests from it too. */
 const MODEL_CACHE = 'webnmt-models-v1';
@@ -96,13 +118,19 @@ async function webgpuAvailable() {
 /** Whether this worker has WebGPU, asked once: the answer does not change while it runs. */
 let webgpu = webgpuAvailable();
 
-const ready = Promise.all([init({ module_or_path: new URL('webnmt_bg.wasm', import.meta.url) }), webgpu]).then(([, available]) => {
-  self.postMessage({ type: 'started', defaults: defaultOptions(), webgpu: available });
+async function startWasm() {
+  const glue = await import(`./${BUILD}.js`);
+  await glue.default({ module_or_path: new URL(`${BUILD}_bg.wasm`, import.meta.url) });
+  wasm = glue;
+}
+
+const ready = Promise.all([startWasm(), webgpu]).then(([, available]) => {
+  self.postMessage({ type: 'started', defaults: wasm.defaultOptions(), webgpu: available });
 });
 
 /** The no-WebGPU error (the self-check's); its sentence (from the wasm side) says which browsers and settings work. */
 function noWebgpuError() {
-  return { kind: 'no-webgpu', message: noWebgpuMessage() };
+  return { kind: 'no-webgpu', message: wasm.noWebgpuMessage() };
 }
 
 /** Fetches `url` as JSON, or throws a `network` error naming it. */
@@ -239,14 +267,14 @@ async function load(id, requested) {
   const manifestBytes = new TextEncoder().encode(manifestText);
   try {
     try {
-      translator = await Translator.load(manifestBytes, files, engine);
+      translator = await wasm.Translator.load(manifestBytes, files, engine);
     } catch (e) {
       // An adapter was granted but WebGPU would not open: the CPU engine still translates.
       if (engine !== 'gpu' || toError(e).kind !== 'no-webgpu') throw e;
       console.warn(`WebGPU did not open (${toError(e).message}); loading the model on the CPU`);
       webgpu = Promise.resolve(false);
       engine = 'cpu';
-      translator = await Translator.load(manifestBytes, files, engine);
+      translator = await wasm.Translator.load(manifestBytes, files, engine);
     }
   } catch (e) {
     // Never keep files that failed verification: the retry downloads them again.
@@ -342,7 +370,7 @@ function startDocument({ id, segments, options }) {
   const lastOf = [];
   try {
     segments.forEach((segment, index) => {
-      const sentences = splitSentences(segment);
+      const sentences = wasm.splitSentences(segment);
       sentences.forEach((sentence, k) => {
         texts.push(sentence);
         segmentOf.push(index);
@@ -498,7 +526,7 @@ self.addEventListener('message', (event) => {
       // WebGPU only: without it, say so before opening anything.
       ready
         .then(() => webgpu)
-        .then((available) => (available ? selfCheck() : Promise.reject(noWebgpuError())))
+        .then((available) => (available ? wasm.selfCheck() : Promise.reject(noWebgpuError())))
         .then((report) => self.postMessage({ type: 'selfcheck', report }))
         .catch((e) => self.postMessage({ type: 'selfcheck-error', error: toError(e) }));
       break;

@@ -417,7 +417,13 @@ fn page_bench(script_args: &[&std::ffi::OsStr]) -> CliResult<Vec<u8>> {
 
 /// Our page in headless Chromium (SwiftShader WebGPU) with `settings`, through
 /// `scripts/page_bench.mjs`.
-fn page_rows(args: &Args, settings: &[(&str, SearchOptions)], engine: &str) -> CliResult<PageRun> {
+/// `wasm`: `auto` (the relaxed SIMD build, where Chromium has it) or `simd128` (the other).
+fn page_rows(
+    args: &Args,
+    settings: &[(&str, SearchOptions)],
+    engine: &str,
+    wasm: &str,
+) -> CliResult<PageRun> {
     let rows: Vec<_> = settings
         .iter()
         .map(|(label, search)| serde_json::json!({ "label": label, "search": search }))
@@ -437,6 +443,8 @@ fn page_rows(args: &Args, settings: &[(&str, SearchOptions)], engine: &str) -> C
         rows.as_ref(),
         "--engine".as_ref(),
         engine.as_ref(),
+        "--wasm".as_ref(),
+        wasm.as_ref(),
     ])?;
     let run = serde_json::from_slice(&stdout)
         .map_err(|e| format!("cannot read the rows of scripts/page_bench.mjs: {e}"))?;
@@ -611,8 +619,8 @@ async fn run(args: Args) -> CliResult {
         eprintln!("CTranslate2 …");
         rows.extend(ctranslate2_rows(&args)?);
     }
-    let page_run = |engine: &str| -> CliResult<PageRun> {
-        let page = page_rows(&args, &settings[..2], engine)?;
+    let page_run = |engine: &str, wasm: &str| -> CliResult<PageRun> {
+        let page = page_rows(&args, &settings[..2], engine, wasm)?;
         if page.lines != lines.len() {
             return Err(format!(
                 "scripts/page_bench.mjs read {} lines of {}, bench {}",
@@ -626,17 +634,19 @@ async fn run(args: Args) -> CliResult {
     };
     let page = if args.browser {
         eprintln!("our page in headless Chromium (SwiftShader WebGPU) …");
-        Some(page_run("gpu")?)
+        Some(page_run("gpu", "auto")?)
     } else {
         None
     };
-    // The page without WebGPU, on its int8 CPU engine in wasm, beside the native CPU rows.
-    let page_cpu = if args.browser && !args.skip_cpu {
-        eprintln!("our page in headless Chromium without WebGPU (CPU engine, wasm SIMD) …");
-        Some(page_run("cpu")?)
-    } else {
-        None
-    };
+    // The page without WebGPU, on its int8 CPU engine in wasm, beside the native CPU rows:
+    // the relaxed SIMD build (Chromium's) and the simd128 one (browsers without relaxed SIMD).
+    let mut page_cpu = Vec::new();
+    if args.browser && !args.skip_cpu {
+        for wasm in ["auto", "simd128"] {
+            eprintln!("our page in headless Chromium without WebGPU (CPU engine, wasm {wasm}) …");
+            page_cpu.push(page_run("cpu", wasm)?);
+        }
+    }
     let same_driver = if args.browser {
         swiftshader_rows(&args)?
     } else {
@@ -697,11 +707,11 @@ async fn run(args: Args) -> CliResult {
     }
     // The page on the CPU beside our native CPU engine at 1 thread and the page on WebGPU.
     for (i, r) in page_cpu_rows.iter().enumerate() {
-        let label = settings[i].0;
+        let label = settings[i % 2].0;
         let native = rows
             .iter()
             .find(|n| n.name == format!("ours CPU int8, 1 thread, {label}"));
-        let webgpu = rows[others..pages].get(i);
+        let webgpu = rows[others..pages].get(i % 2);
         for other in [native, webgpu].into_iter().flatten() {
             println!(
                 "{} / {}: {:.2}× (sentences per second)",

@@ -11,8 +11,9 @@
 //! Each variant has a portable kernel written for auto-vectorization (16 independent lanes, i8
 //! widened to i32 / f32), an AVX2 kernel natively (chosen at run time with
 //! `is_x86_feature_detected!`; for int8, an AVX-512 VNNI kernel where the CPU has it) and a
-//! simd128 kernel on wasm32 when compiled with `target_feature = "simd128"`. Kernels compute one row of `x` against four rows of `W` at
-//! once, so `x` is loaded once per four outputs.
+//! simd128 kernel on wasm32 when compiled with `target_feature = "simd128"` (for int8, a relaxed
+//! SIMD kernel in the page's second build, feature `relaxed-simd`). Kernels compute one row of
+//! `x` against four rows of `W` at once, so `x` is loaded once per four outputs.
 //!
 //! Natively, large products split the rows of `W` (output features) across `threads` scoped
 //! threads; every output is computed the same way whatever the split, so the thread count
@@ -266,6 +267,9 @@ fn block(
                 // SAFETY: AVX2 was detected at run time.
                 return unsafe { x86::block_i8(args, q, s) };
             }
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            return wasm::block_i8(args, q, s);
+            #[allow(unreachable_code)]
             block_i8(args, q, s, dot_panel_i8)
         }
     }
@@ -330,7 +334,7 @@ fn block_with(
                 let dst = &mut y[i * stride + r - start..][..group];
                 for (o, (v, b)) in dst.iter_mut().zip(v.iter().zip(bias)) {
                     let v = v + b;
-                    *o = if relu { v.max(0.0) } else { v };
+                    *o = if relu { portable::fmax(v, 0.0) } else { v };
                 }
             }
             r += group;
@@ -447,7 +451,11 @@ pub fn simd_name() -> &'static str {
         return "avx2";
     }
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-    return "simd128";
+    return if cfg!(feature = "relaxed-simd") {
+        "simd128 + relaxed-simd"
+    } else {
+        "simd128"
+    };
     #[allow(unreachable_code)]
     "portable"
 }
@@ -468,13 +476,13 @@ pub mod portable {
             let mut max = chunks
                 .remainder()
                 .iter()
-                .fold(0.0f32, |m, v| m.max(v.abs()));
+                .fold(0.0f32, |m, v| fmax(m, v.abs()));
             for c in chunks {
                 for l in 0..LANES {
-                    lanes[l] = lanes[l].max(c[l].abs());
+                    lanes[l] = fmax(lanes[l], c[l].abs());
                 }
             }
-            max = lanes.iter().fold(max, |m, &v| m.max(v));
+            max = lanes.iter().fold(max, |m, &v| fmax(m, v));
             let s = max / 127.0;
             let inv = if s > 0.0 { 1.0 / s } else { 0.0 };
             for (o, v) in out.iter_mut().zip(row) {
@@ -484,6 +492,14 @@ pub mod portable {
         }
     }
 
+    /// The larger of `a` and `b` (`b` when either is NaN): a compare and select, which vectorizes
+    /// on every target. `f32::max` follows IEEE maxNum, which wasm has no instruction for: it
+    /// compiles to a call to libm's `fmaxf` per element there.
+    #[inline(always)]
+    pub fn fmax(a: f32, b: f32) -> f32 {
+        if a > b { a } else { b }
+    }
+
     /// `v` rounded to the nearest integer (ties to even) and clamped to -127..=127 (NaN:
     /// -127). Adding 1.5 · 2^23 leaves a float whose unit is 1, so the addition itself
     /// rounds, and the integer is in the low mantissa bits: plain float and integer lane
@@ -491,8 +507,10 @@ pub mod portable {
     #[inline(always)]
     pub fn round_i8(v: f32) -> i8 {
         const MAGIC: f32 = 12_582_912.0;
-        #[allow(clippy::manual_clamp)] // clamp keeps NaN; this makes it -127
-        let v = v.max(-127.0).min(127.0);
+        // Not `clamp`, which keeps NaN (this makes it -127), nor `max`/`min`: wasm has no
+        // instruction for their NaN rules and calls libm's fmaxf per element.
+        let v = if v > -127.0 { v } else { -127.0 };
+        let v = if v < 127.0 { v } else { 127.0 };
         ((v + MAGIC).to_bits() as i32 - MAGIC.to_bits() as i32) as i8
     }
 
@@ -897,13 +915,6 @@ mod wasm {
             + f32x4_extract_lane::<3>(v)
     }
 
-    fn hsum_i32(v: v128) -> i32 {
-        i32x4_extract_lane::<0>(v)
-            + i32x4_extract_lane::<1>(v)
-            + i32x4_extract_lane::<2>(v)
-            + i32x4_extract_lane::<3>(v)
-    }
-
     /// See [`super::dot4_f32`]; 8 lanes per step (two f32x4 halves).
     pub fn dot4_f32(x: &[f32], w: [&[i8]; 4]) -> [f32; 4] {
         let k = x.len();
@@ -931,29 +942,137 @@ mod wasm {
         })
     }
 
-    /// See [`super::dot_panel_i8`]: tiles of two rows of `x`, then one.
+    /// See [`super::dot_panel_i8`].
     pub fn panel_i8(x: &[i8], w: [&[i8]; 4], out: &mut [[i32; 4]]) {
         let k = x.len() / out.len();
-        let row = |i: usize| &x[i * k..][..k];
-        let mut i = 0;
-        while i + 2 <= out.len() {
-            let t = tile_i8([row(i), row(i + 1)], w);
-            out[i..i + 2].copy_from_slice(&t);
-            i += 2;
-        }
-        if i < out.len() {
-            out[i] = dot4_i8(row(i), w);
-        }
+        panel(x, k, w, |i, d| {
+            out[i] = [
+                i32x4_extract_lane::<0>(d),
+                i32x4_extract_lane::<1>(d),
+                i32x4_extract_lane::<2>(d),
+                i32x4_extract_lane::<3>(d),
+            ]
+        });
     }
 
     /// See [`super::dot4_i8`].
     pub fn dot4_i8(x: &[i8], w: [&[i8]; 4]) -> [i32; 4] {
-        tile_i8([x], w)[0]
+        let mut out = [[0; 4]];
+        panel_i8(x, w, &mut out);
+        out[0]
+    }
+
+    /// [`super::block`] for int8 activations `q` with scales `sx`: [`super::block_i8`] with each
+    /// row's four products kept as one vector, scaled, biased, ReLU'd and stored with vector
+    /// operations; the same operations in the same order per element, so the same results.
+    /// In the relaxed build it is compiled with relaxed SIMD, so its kernel inlines into it.
+    #[cfg_attr(feature = "relaxed-simd", target_feature(enable = "relaxed-simd"))]
+    pub(super) fn block_i8(
+        (m, w, relu, rows, y, stride): super::BlockArgs<'_, '_>,
+        q: &[i8],
+        sx: &[f32],
+    ) {
+        let (k, start) = (w.k, rows.start);
+        for m0 in (0..m).step_by(super::M_TILE) {
+            let m1 = (m0 + super::M_TILE).min(m);
+            let mut r = rows.start;
+            while r < rows.end {
+                let group = (rows.end - r).min(4);
+                // Fewer than four rows left: repeat the last one (its extra results are dropped).
+                let pick = |j: usize| r + j.min(group - 1);
+                let ws: [&[i8]; 4] = std::array::from_fn(|j| w.row(pick(j)));
+                let lanes = |v: &[f32]| f32x4(v[pick(0)], v[pick(1)], v[pick(2)], v[pick(3)]);
+                let (scale, bias) = (lanes(&w.scale), lanes(&w.bias));
+                panel(&q[m0 * k..m1 * k], k, ws, |i, d| {
+                    let i = m0 + i;
+                    let v = f32x4_mul(f32x4_convert_i32x4(d), f32x4_splat(sx[i]));
+                    let mut v = f32x4_add(f32x4_mul(v, scale), bias);
+                    if relu {
+                        // `fmax(v, 0)`: 0 < v ? v : 0.
+                        v = f32x4_pmax(f32x4_splat(0.0), v);
+                    }
+                    let dst = &mut y[i * stride + r - start..][..group];
+                    if group == 4 {
+                        // SAFETY: `dst` holds four f32; v128 stores are unaligned.
+                        unsafe { v128_store(dst.as_mut_ptr().cast(), v) };
+                    } else {
+                        let v = [
+                            f32x4_extract_lane::<0>(v),
+                            f32x4_extract_lane::<1>(v),
+                            f32x4_extract_lane::<2>(v),
+                            f32x4_extract_lane::<3>(v),
+                        ];
+                        dst.copy_from_slice(&v[..group]);
+                    }
+                });
+                r += group;
+            }
+        }
+    }
+
+    /// `f(i, dots)` for every row `i` of `x` (`[rows, k]`), `dots` its four products with `w`
+    /// as one vector. With relaxed SIMD one row at a time (measured as fast as two), otherwise
+    /// tiles of two rows, then one.
+    #[inline(always)]
+    fn panel(x: &[i8], k: usize, w: [&[i8]; 4], mut f: impl FnMut(usize, v128)) {
+        let n = x.len() / k.max(1);
+        let row = |i: usize| &x[i * k..][..k];
+        #[cfg(feature = "relaxed-simd")]
+        {
+            for i in 0..n {
+                // The relaxed build is only loaded where the browser validated relaxed SIMD
+                // (web/worker.js); elsewhere the module would not compile at all.
+                f(i, dot4_i8_relaxed(row(i), w));
+            }
+            #[allow(clippy::needless_return)]
+            return;
+        }
+        #[allow(unreachable_code)]
+        let mut i = 0;
+        while i + 2 <= n {
+            let [a, b] = tile_i8([row(i), row(i + 1)], w);
+            f(i, a);
+            f(i + 1, b);
+            i += 2;
+        }
+        if i < n {
+            f(i, tile_i8([row(i)], w)[0]);
+        }
+    }
+
+    /// The four horizontal sums of `acc` as one vector (lane `j`: the sum of `acc[j]`'s lanes).
+    fn reduce4(acc: [v128; 4]) -> v128 {
+        let pairs = |a: v128, b: v128| {
+            i32x4_add(
+                i32x4_shuffle::<0, 4, 1, 5>(a, b),
+                i32x4_shuffle::<2, 6, 3, 7>(a, b),
+            )
+        };
+        let (ab, cd) = (pairs(acc[0], acc[1]), pairs(acc[2], acc[3]));
+        i32x4_add(
+            i32x4_shuffle::<0, 1, 4, 5>(ab, cd),
+            i32x4_shuffle::<2, 3, 6, 7>(ab, cd),
+        )
+    }
+
+    /// The products of columns `from..` of `x` with the four rows of `w`, as one vector.
+    #[inline(always)]
+    fn tail4(x: &[i8], w: [&[i8]; 4], from: usize) -> v128 {
+        if from >= x.len() {
+            return i32x4_splat(0);
+        }
+        let t: [i32; 4] = std::array::from_fn(|j| {
+            (from..x.len())
+                .map(|c| i32::from(x[c]) * i32::from(w[j][c]))
+                .sum()
+        });
+        i32x4(t[0], t[1], t[2], t[3])
     }
 
     /// `R` rows of `x` against four rows of `w`: i8 widened to i16, `i32x4.dot_i16x8`; each
     /// widened vector of `w` serves `R` rows.
-    fn tile_i8<const R: usize>(x: [&[i8]; R], w: [&[i8]; 4]) -> [[i32; 4]; R] {
+    #[inline(always)]
+    fn tile_i8<const R: usize>(x: [&[i8]; R], w: [&[i8]; 4]) -> [v128; R] {
         let k = x[0].len();
         assert!(x.iter().all(|r| r.len() == k) && w.iter().all(|r| r.len() >= k));
         let body = k / 8 * 8;
@@ -973,13 +1092,40 @@ mod wasm {
             }
             c += 8;
         }
-        std::array::from_fn(|a| {
-            std::array::from_fn(|j| {
-                let tail: i32 = (body..k)
-                    .map(|c| i32::from(x[a][c]) * i32::from(w[j][c]))
-                    .sum();
-                hsum_i32(acc[a][j]) + tail
-            })
-        })
+        std::array::from_fn(|a| i32x4_add(reduce4(acc[a]), tail4(x[a], w, body)))
+    }
+
+    /// One row of `x` against four rows of `w` with relaxed SIMD's
+    /// `i32x4.relaxed_dot_i8x16_i7x16_add` (16 multiply-adds an instruction, against 8 for
+    /// `i32x4.dot_i16x8` after widening). Its second operand must be 7-bit (0..=127) for a
+    /// defined result, so `x` (−127..=127, see [`super::quantize_rows`]) is split into
+    /// `p = max(x, 0)` and `n = p − x`, both 0..=127, and `x · w = p · w − n · w`. Some CPUs sum
+    /// pairs of products in i16 first (x86's `pmaddubsw`), which saturates only beyond
+    /// `2 · 128 · 127 < 2^15`: every result is exact, equal to the other kernels'.
+    #[cfg(feature = "relaxed-simd")]
+    #[target_feature(enable = "relaxed-simd")]
+    #[inline]
+    fn dot4_i8_relaxed(x: &[i8], w: [&[i8]; 4]) -> v128 {
+        let k = x.len();
+        assert!(w.iter().all(|r| r.len() >= k));
+        let body = k / 16 * 16;
+        let zero = i8x16_splat(0);
+        let (mut pos, mut neg) = ([i32x4_splat(0); 4], [i32x4_splat(0); 4]);
+        let mut c = 0;
+        while c < body {
+            // SAFETY: c + 16 ≤ k ≤ every row's length; v128 loads are unaligned.
+            unsafe {
+                let xv = v128_load(x.as_ptr().add(c).cast());
+                let p = i8x16_max(xv, zero);
+                let n = i8x16_sub(p, xv);
+                for j in 0..4 {
+                    let wv = v128_load(w[j].as_ptr().add(c).cast());
+                    pos[j] = i32x4_relaxed_dot_i8x16_i7x16_add(wv, p, pos[j]);
+                    neg[j] = i32x4_relaxed_dot_i8x16_i7x16_add(wv, n, neg[j]);
+                }
+            }
+            c += 16;
+        }
+        i32x4_add(i32x4_sub(reduce4(pos), reduce4(neg)), tail4(x, w, body))
     }
 }

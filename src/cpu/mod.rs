@@ -485,7 +485,8 @@ pub struct CpuSession<'a> {
     beams: usize,
     /// Positions (steps) at most.
     capacity: usize,
-    /// Per decoder layer: keys and values `[capacity, beams, 2 · d_model]`, position-major.
+    /// Per decoder layer: keys and values `[positions so far, beams, 2 · d_model]`,
+    /// position-major (room reserved for `capacity` positions).
     cache: Vec<Vec<f32>>,
     /// Per row of the last step: the cache slot (row) of its ancestor at every position.
     slots: Vec<Vec<usize>>,
@@ -525,7 +526,11 @@ impl<'a> CpuSession<'a> {
             src_lens: pieces.iter().map(|&i| encoded.lengths[i]).collect(),
             beams,
             capacity,
-            cache: vec![vec![0.0; capacity * beams * 2 * d]; engine.decoder.len()],
+            // Reserved, not zeroed: each step extends it by one position (in wasm, zeroing all
+            // of it up front was a memset of megabytes per sentence).
+            cache: (0..engine.decoder.len())
+                .map(|_| Vec::with_capacity(capacity * beams * 2 * d))
+                .collect(),
             slots: Vec::new(),
             step_ms: 0.0,
             steps: 0,
@@ -585,6 +590,10 @@ impl<'a> CpuSession<'a> {
             // Self-attention: this step's keys and values into the cache at (t, r).
             let qkv = e.matmul(&x, rows, &layer.self_attn.qkv, false);
             let cache = &mut self.cache[l];
+            let filled = (t + 1) * self.beams * 2 * d;
+            if cache.len() < filled {
+                cache.resize(filled, 0.0);
+            }
             for r in 0..rows {
                 cache[(t * self.beams + r) * 2 * d..][..2 * d]
                     .copy_from_slice(&qkv[r * 3 * d + d..][..2 * d]);

@@ -3,6 +3,7 @@
 //! computes in the same order as the burn model where that order is visible.
 
 use super::matmul::Q8Linear;
+use super::matmul::portable::fmax;
 
 /// Token embeddings × √d_model + positions: row `r` is `tokens[r]` (ids past the table read
 /// `<unk>`) at position `positions[r]`, as `reference::embed`.
@@ -68,7 +69,7 @@ pub fn exp_le0(x: f32) -> f32 {
     // is exact.
     const LN2_HI: f32 = f32::from_bits(0x3f31_7200);
     const LN2_LO: f32 = 1.428_606_8e-6;
-    let x = x.max(-87.0);
+    let x = if x > -87.0 { x } else { -87.0 };
     let t = x * std::f32::consts::LOG2_E + MAGIC;
     let n = t - MAGIC;
     let r = (x - n * LN2_HI) - n * LN2_LO;
@@ -90,13 +91,13 @@ fn max(x: &[f32]) -> f32 {
     let tail = chunks
         .remainder()
         .iter()
-        .fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+        .fold(f32::NEG_INFINITY, |m, &v| fmax(m, v));
     for c in chunks {
         for l in 0..LANES {
-            lanes[l] = lanes[l].max(c[l]);
+            lanes[l] = fmax(lanes[l], c[l]);
         }
     }
-    lanes.iter().fold(tail, |m, &v| m.max(v))
+    lanes.iter().fold(tail, |m, &v| fmax(m, v))
 }
 
 /// `Σ exp(x − max)` in lanes, with [`exp_le0`]; with `store`, also `x ← exp(x − max)`.

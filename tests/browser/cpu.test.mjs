@@ -1,7 +1,9 @@
-// The page without WebGPU: the model loads on the int8 CPU engine (wasm simd128) and translates
-// exactly as the native `translate --engine cpu` (AVX2) does, token for token: both kernels are
-// exact integer products over the same int8 quantization. With WebGPU the page offers the CPU
-// engine as a choice, and switching reloads the model on it.
+// The page without WebGPU: the model loads on the int8 CPU engine (wasm SIMD) and translates
+// exactly as the native `translate --engine cpu` (AVX2 / AVX-512 VNNI) does, token for token: all
+// kernels are exact integer products over the same int8 quantization. Both wasm builds are
+// checked: the relaxed SIMD one (what Chromium loads) and the plain simd128 one (`?wasm=simd128`,
+// what browsers without relaxed SIMD load). With WebGPU the page offers the CPU engine as a
+// choice, and switching reloads the model on it.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
@@ -17,26 +19,54 @@ const OPTIONS = { beam: 4, groups: 2, n_best: 1 };
 const NOTICE = 'No WebGPU here: translating on the CPU (WebAssembly SIMD)';
 
 let server;
+/** Native `translate --engine cpu` of SENTENCES with OPTIONS, and how long it took. */
+let native;
+let nativeS;
 before(async () => {
   server = await serveStatic();
+  const t0 = Date.now();
+  const args = ['--model', MODEL, '--engine', 'cpu', '--beam', String(OPTIONS.beam), '--groups', String(OPTIONS.groups), '--n-best', String(OPTIONS.n_best)];
+  native = await nativeBest(args, await readFile(SENTENCES), { timeout: TIMEOUT_MS });
+  nativeS = ((Date.now() - t0) / 1000).toFixed(1);
+  assert.ok(native.length >= 20, `native: ${native.length} sentences`);
 });
+
+/** The wasm builds `requests` (URLs) fetched: their file names, sorted. */
+function wasmFetched(requests) {
+  return [...new Set(requests.map((u) => new URL(u).pathname.split('/').pop()).filter((n) => n.endsWith('.wasm')))].sort();
+}
+
+/** Translates SENTENCES on `page` (a model is ready) and checks them against `native`. */
+async function assertEqualsNative(page, text, say, build) {
+  await page.selectOption('#model', 'de-en');
+  const { state, text: status } = await modelState(page, TIMEOUT_MS);
+  assert.equal(state, 'ready', `page says: ${status}\n${say()}`);
+  assert.match(status, /German → English is ready/);
+  await setOptions(page, OPTIONS);
+  const result = await translate(page, text, { timeout: TIMEOUT_MS });
+  assert.equal(result.state, 'done', `page says: ${result.status}\n${say()}`);
+  const web = await pageBest(page);
+  console.log(`native ${nativeS} s, page (${build}) ${(result.ms / 1000).toFixed(1)} s for ${web.length} sentences`);
+  assert.equal(web.length, native.length, 'same sentence split');
+  let same = 0;
+  for (let i = 0; i < native.length; i++) {
+    assert.equal(web[i].source, native[i].source, `sentence ${i}: same source`);
+    if (web[i].tokens === native[i].tokens) same += 1;
+    else console.log(`sentence ${i} differs:\n  native: ${native[i].text} [${native[i].tokens}]\n  page:   ${web[i].text} [${web[i].tokens}]`);
+  }
+  assert.equal(same, native.length, `${same} of ${native.length} sentences identical`);
+  for (let i = 0; i < native.length; i++) assert.equal(web[i].text, native[i].text);
+}
 after(async () => {
   await server?.close();
 });
 
 test('without WebGPU the page translates on the CPU engine, equal to native translate --engine cpu', { timeout: TIMEOUT_MS * 2 }, async () => {
-  const input = await readFile(SENTENCES);
-  const text = input.toString('utf8');
+  const text = await readFile(SENTENCES, 'utf8');
   assert.equal(text.trim().split('\n').length, 20);
-  const t0 = Date.now();
-  const args = ['--model', MODEL, '--engine', 'cpu', '--beam', String(OPTIONS.beam), '--groups', String(OPTIONS.groups), '--n-best', String(OPTIONS.n_best)];
-  const native = await nativeBest(args, input, { timeout: TIMEOUT_MS });
-  const nativeS = ((Date.now() - t0) / 1000).toFixed(1);
-  assert.ok(native.length >= 20, `native: ${native.length} sentences`);
-
   const browser = await launch({ webgpu: false });
   try {
-    const { page, log } = await openPage(browser, server.url);
+    const { page, log, requests } = await openPage(browser, server.url);
     const say = () => log.join('\n');
     const first = await modelState(page, TIMEOUT_MS);
     assert.equal(first.state, 'ready', `page says: ${first.text}\n${say()}`);
@@ -44,25 +74,8 @@ test('without WebGPU the page translates on the CPU engine, equal to native tran
     assert.equal(await page.locator('#engine-notice').textContent(), NOTICE);
     assert.equal(await page.locator('#engine-row').isVisible(), false, 'no engine choice without WebGPU');
     assert.match(await page.locator('#model-info').textContent(), /M parameters, int8 · CPU \(WebAssembly SIMD\) · prepared in \d+ ms/);
-
-    await page.selectOption('#model', 'de-en');
-    const { state, text: status } = await modelState(page, TIMEOUT_MS);
-    assert.equal(state, 'ready', `page says: ${status}\n${say()}`);
-    assert.match(status, /German → English is ready/);
-    await setOptions(page, OPTIONS);
-    const result = await translate(page, text, { timeout: TIMEOUT_MS });
-    assert.equal(result.state, 'done', `page says: ${result.status}\n${say()}`);
-    const web = await pageBest(page);
-    console.log(`native (AVX2) ${nativeS} s, page (wasm simd128) ${(result.ms / 1000).toFixed(1)} s for ${web.length} sentences`);
-    assert.equal(web.length, native.length, 'same sentence split');
-    let same = 0;
-    for (let i = 0; i < native.length; i++) {
-      assert.equal(web[i].source, native[i].source, `sentence ${i}: same source`);
-      if (web[i].tokens === native[i].tokens) same += 1;
-      else console.log(`sentence ${i} differs:\n  native: ${native[i].text} [${native[i].tokens}]\n  page:   ${web[i].text} [${web[i].tokens}]`);
-    }
-    assert.equal(same, native.length, `${same} of ${native.length} sentences identical`);
-    for (let i = 0; i < native.length; i++) assert.equal(web[i].text, native[i].text);
+    assert.deepEqual(wasmFetched(requests), ['webnmt_relaxed_bg.wasm'], 'Chromium has relaxed SIMD: only the relaxed build is downloaded');
+    await assertEqualsNative(page, text, say, 'wasm relaxed SIMD');
 
     // The rest of the page works as on the GPU: timings name the engine, the heatmap is drawn.
     assert.match(await page.locator('#timings').textContent(), /encoder \d+ msdecoder \d+ msspeed [\d.]+ tokens\/ssteps \d+total \d+ msengine CPU \(WebAssembly SIMD\)/);
@@ -119,6 +132,23 @@ test('with WebGPU the page offers the CPU engine, and switching reloads the mode
     const gpu = await modelState(page, TIMEOUT_MS);
     assert.equal(gpu.state, 'ready', `page says: ${gpu.text}\n${say()}`);
     assert.match(await page.locator('#model-info').textContent(), /· GPU: /);
+  } finally {
+    await browser.close();
+  }
+});
+
+test('the build without relaxed SIMD (?wasm=simd128) translates equal to native translate --engine cpu too', { timeout: TIMEOUT_MS * 2 }, async () => {
+  const text = await readFile(SENTENCES, 'utf8');
+  const browser = await launch({ webgpu: false });
+  try {
+    const { page, log, requests } = await openPage(browser, `${server.url}?wasm=simd128`);
+    const say = () => log.join('\n');
+    const first = await modelState(page, TIMEOUT_MS);
+    assert.equal(first.state, 'ready', `page says: ${first.text}\n${say()}`);
+    // The service worker precaches the build this browser would run (the relaxed one); the
+    // engine's worker fetches the one asked for.
+    assert.ok(wasmFetched(requests).includes('webnmt_bg.wasm'), `the simd128 build is loaded: ${wasmFetched(requests)}`);
+    await assertEqualsNative(page, text, say, 'wasm simd128');
   } finally {
     await browser.close();
   }

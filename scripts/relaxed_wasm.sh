@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# trunk's post_build hook (trunk.toml): the page's second wasm build, with WebAssembly relaxed
+# SIMD (the `relaxed-simd` feature: the CPU engine's int8 products with
+# `i32x4.relaxed_dot_i8x16_i7x16_add`, see src/cpu/matmul.rs), written next to trunk's own as
+# webnmt_relaxed.js + webnmt_relaxed_bg.wasm. web/worker.js loads it where the browser validates
+# relaxed SIMD (current Chromium-based browsers) and the plain simd128 build elsewhere; a browser
+# downloads only the one it runs.
+#
+# Its own target directory: both builds produce `webnmt.wasm`, so in one directory every build
+# would relink the other's (or, worse, find the other's artifact and call it fresh). The first
+# build compiles the wasm dependencies a second time (a few minutes); later ones only this crate.
+# Runs with trunk's environment (TRUNK_PROFILE, TRUNK_STAGING_DIR, and WASM_ENV's variables).
+set -euo pipefail
+: "${TRUNK_STAGING_DIR:?run by trunk (trunk build --config trunk.toml), which sets TRUNK_STAGING_DIR}"
+cd "$(dirname "$0")/.."
+target_dir="${CARGO_TARGET_DIR:-target}/wasm-relaxed"
+profile="${TRUNK_PROFILE:-release}"
+flags=(--locked --lib --target wasm32-unknown-unknown --features web,relaxed-simd --target-dir "$target_dir")
+[ "$profile" = release ] && flags+=(--release)
+cargo build "${flags[@]}"
+wasm-bindgen --target web --no-typescript --out-dir "$TRUNK_STAGING_DIR" --out-name webnmt_relaxed \
+  "$target_dir/wasm32-unknown-unknown/$profile/webnmt.wasm"
