@@ -4,6 +4,7 @@
 
 use crate::layout::{AttentionLayout, AttentionShape};
 use crate::positions::positional_encoding;
+use crate::search::{StepRequest, StepRow};
 use crate::weights::QuantizedMatrix;
 use serde::Serialize;
 
@@ -103,23 +104,48 @@ pub fn embed(
     x
 }
 
-/// Per row of `logits` (`[histories.len(), vocab]`): log-softmax, the repetition penalty over
-/// the row's history, and the full penalized log-prob table — the oracle of `logits_topk`,
-/// built from the search module's own definitions.
+/// A decoder step's request for rows with these histories (sentence 0, parent 0), as the
+/// search would send it with these penalties.
+pub fn step_request(
+    histories: &[Vec<u32>],
+    k: usize,
+    penalty: f32,
+    window: usize,
+    block: usize,
+) -> StepRequest<'_> {
+    StepRequest {
+        step: 0,
+        k,
+        repetition_penalty: penalty,
+        repetition_window: window,
+        block_repeats: block,
+        rows: histories
+            .iter()
+            .map(|h| StepRow {
+                sentence: 0,
+                parent: 0,
+                last_token: h.last().copied().unwrap_or(crate::config::BOS_ID),
+                history: h,
+            })
+            .collect(),
+    }
+}
+
+/// Per row of `logits` (`[request.rows.len(), vocab]`): log-softmax, then the request's
+/// repetition penalty and repeat block over the row's history — the full penalized log-prob
+/// table, the oracle of `logits_topk`, built from the search module's own definitions.
 pub fn penalized_logprobs(
     logits: &[f32],
     vocab: usize,
-    histories: &[Vec<u32>],
-    penalty: f32,
-    window: usize,
+    request: &StepRequest<'_>,
 ) -> Vec<Vec<f32>> {
     logits
         .chunks_exact(vocab)
-        .zip(histories)
-        .map(|(row, history)| {
+        .zip(&request.rows)
+        .map(|(row, r)| {
             let mut lp = row.to_vec();
             crate::search::log_softmax(&mut lp);
-            crate::search::apply_repetition_penalty(&mut lp, history, penalty, window);
+            request.penalize(&mut lp, r.history);
             lp
         })
         .collect()

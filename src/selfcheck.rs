@@ -60,18 +60,20 @@ pub const EMBED_SHAPES: &[(usize, usize, usize, usize, usize)] = &[
     (1, 149, 0, 64, 512),
 ];
 
-/// `(rows, vocab, k, window, penalty, ties)` shapes for `logits_topk`: greedy on a tiny
-/// vocabulary, k equal to the vocabulary, eight beams with the reference's penalty, model
-/// vocabularies, one past the kernel's history bitmap (32768 ids), and integer logits full of exact ties (where the token ids must come out in
-/// ascending order, as `search::top_k` orders them).
-pub const LOGITS_TOPK_SHAPES: &[(usize, usize, usize, usize, f32, bool)] = &[
-    (1, 10, 1, 0, 1.0, false),
-    (2, 7, 7, 3, 1.5, false),
-    (8, 1003, 8, 30, 1.5, false),
-    (3, 5000, 4, 5, 2.0, false),
-    (4, 16000, 8, 30, 1.5, false),
-    (2, 40000, 4, 30, 1.5, false),
-    (4, 300, 8, 0, 1.0, true),
+/// `(rows, vocab, k, window, penalty, block, ties)` shapes for `logits_topk`: greedy on a tiny
+/// vocabulary, k equal to the vocabulary, eight beams with the reference's penalty and the
+/// default repeat block, model vocabularies, one past the kernel's history bitmap (32768 ids)
+/// with the longest block, and integer logits full of exact ties (where the token ids must
+/// come out in ascending order, as `search::top_k` orders them). Every history ends with the
+/// row's best token twice, so a block bans it.
+pub const LOGITS_TOPK_SHAPES: &[(usize, usize, usize, usize, f32, usize, bool)] = &[
+    (1, 10, 1, 0, 1.0, 0, false),
+    (2, 7, 7, 3, 1.5, 0, false),
+    (8, 1003, 8, 30, 1.5, 4, false),
+    (3, 5000, 4, 5, 2.0, 1, false),
+    (4, 16000, 8, 30, 1.5, 4, false),
+    (2, 40000, 4, 30, 1.5, 16, false),
+    (4, 300, 8, 0, 1.0, 4, true),
 ];
 
 /// Cases for `attention` (shape, layout, beam history): encoder self-attention with padding on
@@ -268,7 +270,7 @@ pub async fn check_embed(gpu: &Gpu, seed: u64) -> Result<Vec<KernelCheck>, GpuEr
 pub async fn check_logits_topk(gpu: &Gpu, seed: u64) -> Result<Vec<KernelCheck>, GpuError> {
     let mut rng = SmallRng::seed_from_u64(seed ^ 0x544b);
     let mut checks = Vec::new();
-    for &(rows, vocab, k, window, penalty, ties) in LOGITS_TOPK_SHAPES {
+    for &(rows, vocab, k, window, penalty, block, ties) in LOGITS_TOPK_SHAPES {
         let logits: Vec<f32> = uniform(&mut rng, rows * vocab)
             .iter()
             .map(|v| if ties { (3.0 * v).round() } else { 6.0 * v })
@@ -290,9 +292,9 @@ pub async fn check_logits_topk(gpu: &Gpu, seed: u64) -> Result<Vec<KernelCheck>,
                 h
             })
             .collect();
-        let got =
-            logits_topk::logits_topk(gpu, &logits, vocab, &histories, k, penalty, window).await?;
-        let table = reference::penalized_logprobs(&logits, vocab, &histories, penalty, window);
+        let request = reference::step_request(&histories, k, penalty, window, block);
+        let got = logits_topk::logits_topk(gpu, &logits, vocab, &request).await?;
+        let table = reference::penalized_logprobs(&logits, vocab, &request);
         let (mut got_values, mut want_values) = (Vec::new(), Vec::new());
         for (row, lp) in got.iter().zip(&table) {
             let want = crate::search::top_k(lp, k);
@@ -310,7 +312,9 @@ pub async fn check_logits_topk(gpu: &Gpu, seed: u64) -> Result<Vec<KernelCheck>,
         }
         checks.push(KernelCheck {
             kernel: logits_topk::NAME,
-            shape: format!("rows={rows} vocab={vocab} k={k} window={window} penalty={penalty}"),
+            shape: format!(
+                "rows={rows} vocab={vocab} k={k} window={window} penalty={penalty} block={block}"
+            ),
             comparison: reference::compare(&got_values, &want_values, ATOL, RTOL),
         });
     }

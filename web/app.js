@@ -64,6 +64,7 @@ const OPTION_FIELDS = {
   'opt-length-penalty': 'length_penalty',
   'opt-repetition-penalty': 'repetition_penalty',
   'opt-repetition-window': 'repetition_window',
+  'opt-block-repeats': 'block_repeats',
   'opt-n-best': 'n_best',
 };
 /** The page shows this many translations per sentence unless the beam is smaller. */

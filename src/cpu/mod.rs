@@ -8,8 +8,8 @@
 //!   (`[Σ lengths, d_model]`: matrix products are row-wise, only attention needs the piece
 //!   boundaries), then projects every decoder layer's cross-attention keys and values once.
 //! - A search runs a [`CpuSession`], the [`StepModel`]: each step embeds the rows' last tokens,
-//!   runs every decoder layer and the tied output projection, then log-softmax, the repetition
-//!   penalty and top-k with the shared helpers of [`crate::search`]. The self-attention KV
+//!   runs every decoder layer and the tied output projection, then log-softmax, the request's
+//!   penalties and top-k with the shared helpers of [`crate::search`]. The self-attention KV
 //!   cache is position-major, `[capacity, beams, 2 · d_model]` per layer, as the GPU engine's:
 //!   a step writes each row's key and value at `(t, row)` and never moves them; each row keeps
 //!   the slots of its ancestors (its parent's list + its own), so beam reordering copies no
@@ -27,7 +27,7 @@ use crate::config::ModelConfig;
 use crate::positions::positional_encoding;
 use crate::search::{
     Candidate, OptionsError, SearchError, SearchOptions, SearchResult, StepModel, StepRequest,
-    apply_repetition_penalty, beam_search_batch, top_k,
+    beam_search_batch, top_k,
 };
 use crate::tokenizer::Tokenizer;
 use crate::translate::{
@@ -674,12 +674,7 @@ impl StepModel for CpuSession<'_> {
             .zip(&request.rows)
             .map(|(lp, r)| {
                 ops::log_softmax(lp);
-                apply_repetition_penalty(
-                    lp,
-                    r.history,
-                    request.repetition_penalty,
-                    request.repetition_window,
-                );
+                request.penalize(lp, r.history);
                 top_k(lp, request.k)
             })
             .collect();

@@ -211,7 +211,12 @@ impl Engine {
     pub fn check_options(&self, options: &SearchOptions) -> Result<(), EngineError> {
         options.validate()?;
         let k = options.candidates_per_beam();
-        let max = logits_topk::K_MAX.min(self.config.tgt_vocab_size);
+        // The kernel keeps k others besides the banned tokens.
+        let max = logits_topk::K_MAX.min(
+            self.config
+                .tgt_vocab_size
+                .saturating_sub(options.block_repeats),
+        );
         if k > max {
             return Err(EngineError::TooManyCandidates {
                 beam: options.beam,

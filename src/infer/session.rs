@@ -7,7 +7,7 @@ use super::{Cross, Encoded, Engine, EngineError, Scratch, SelfKv};
 use crate::gpu::{DispatchPool, GpuError};
 use crate::kernels::attention::{Ancestors, AttentionLayout};
 use crate::kernels::embed::EmbedArgs;
-use crate::kernels::logits_topk::{K_MAX, LogitsTopKArgs};
+use crate::kernels::logits_topk::{K_MAX, LogitsTopKArgs, ban_table};
 use crate::search::{Candidate, SearchOptions, StepModel, StepRequest};
 use crate::translate::now_ms;
 
@@ -47,6 +47,9 @@ pub struct Session<'e> {
     history: wgpu::Buffer,
     history_len: wgpu::Buffer,
     history_cap: usize,
+    /// Each row's banned tokens (`logits_topk::ban_table`), `[rows, ban_cap]`.
+    bans: wgpu::Buffer,
+    ban_cap: usize,
     logits: wgpu::Buffer,
     top: wgpu::Buffer,
     /// Time inside [`StepModel::step`], to tell GPU time from the search's own.
@@ -94,6 +97,7 @@ impl<'e> Session<'e> {
             .unwrap_or(1);
         let capacity = Self::capacity(engine, encoded, pieces, options);
         let history_cap = options.repetition_window.max(1);
+        let ban_cap = options.block_repeats;
         let cache = || gpu.storage_zeroed("kv cache", capacity * rows * 3 * c.d_model);
         // Allocation errors (a model or beam beyond the adapter's limits) become errors.
         let session = gpu
@@ -117,6 +121,8 @@ impl<'e> Session<'e> {
                     history: gpu.storage_zeroed("history", rows * history_cap),
                     history_len: gpu.storage_zeroed("history length", rows),
                     history_cap,
+                    bans: gpu.storage_zeroed("banned tokens", (rows * ban_cap).max(1)),
+                    ban_cap,
                     logits: gpu.storage_zeroed("logits", rows * c.tgt_vocab_size),
                     top: gpu.storage_zeroed("top-k", rows * K_MAX * 2),
                     step_ms: 0.0,
@@ -188,6 +194,11 @@ impl<'e> Session<'e> {
         }
         write(&self.history, &history);
         write(&self.history_len, &history_len);
+        let ban_cap = request.block_repeats.min(self.ban_cap);
+        write(
+            &self.bans,
+            &ban_table(request.rows.iter().map(|r| r.history), ban_cap),
+        );
         // Each row reads its own sentence's source.
         let mut cross_len = vec![0u32; rows];
         let mut cross_owner = vec![0u32; rows * self.src_max];
@@ -259,12 +270,14 @@ impl<'e> Session<'e> {
                 history: &self.history,
                 history_len: &self.history_len,
                 top: &self.top,
+                bans: &self.bans,
                 rows,
                 vocab: c.tgt_vocab_size,
                 k: request.k,
                 history_cap: self.history_cap,
                 penalty: request.repetition_penalty,
                 window,
+                ban_cap,
             },
         )
     }

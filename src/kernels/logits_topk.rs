@@ -1,8 +1,8 @@
-//! Driver for `logits_topk.wgsl`: log-softmax, repetition penalty and top-k per beam, read back
-//! as `(token, log-prob)` candidates for [`crate::search`].
+//! Driver for `logits_topk.wgsl`: log-softmax, repetition penalty, repeat block and top-k per
+//! beam, read back as `(token, log-prob)` candidates for [`crate::search`].
 
 use crate::gpu::{Gpu, GpuError, PipelineKey};
-use crate::search::Candidate;
+use crate::search::{Candidate, StepRequest, repeat_bans};
 use std::sync::Arc;
 
 /// The kernel's name: its pipeline-cache key and debug label.
@@ -23,7 +23,7 @@ struct Params {
     window: u32,
     penalty: f32,
     history_cap: u32,
-    _pad0: u32,
+    ban_cap: u32,
     _pad1: u32,
 }
 const _: () = assert!(size_of::<Params>() == 32);
@@ -43,12 +43,39 @@ pub struct LogitsTopKArgs<'a> {
     pub history_len: &'a wgpu::Buffer,
     /// `[rows, k, 2]` u32 output: token id, then the log-prob's bits.
     pub top: &'a wgpu::Buffer,
+    /// `[rows, ban_cap]` u32: each row's banned tokens ([`ban_table`]); at least 4 bytes.
+    pub bans: &'a wgpu::Buffer,
     pub rows: usize,
     pub vocab: usize,
     pub k: usize,
     pub history_cap: usize,
     pub penalty: f32,
     pub window: usize,
+    /// Banned-token slots per row (the search's `block_repeats`; 0: off).
+    pub ban_cap: usize,
+}
+
+/// Marks an empty slot of the ban table (no token has this id).
+const NONE: u32 = u32::MAX;
+
+/// The kernel's ban table for rows with these histories: `[rows, span]`, row `r` holding
+/// [`repeat_bans`]`(histories[r], span)` and `NONE` after them; at least one entry, so the
+/// buffer is never empty.
+pub fn ban_table<'h>(histories: impl IntoIterator<Item = &'h [u32]>, span: usize) -> Vec<u32> {
+    let mut table = Vec::new();
+    for history in histories {
+        let bans = repeat_bans(history, span);
+        table.extend(
+            bans.iter()
+                .copied()
+                .chain(std::iter::repeat(NONE))
+                .take(span),
+        );
+    }
+    if table.is_empty() {
+        table.push(NONE);
+    }
+    table
 }
 
 impl LogitsTopK {
@@ -66,12 +93,18 @@ impl LogitsTopK {
         args: &LogitsTopKArgs<'_>,
     ) -> Result<(), GpuError> {
         let max = gpu.device.limits().max_compute_workgroups_per_dimension as usize;
-        if args.rows == 0 || args.rows > max || args.k == 0 || args.k > K_MAX.min(args.vocab) {
+        if args.rows == 0
+            || args.rows > max
+            || args.k == 0
+            || args.k > K_MAX
+            || args.k + args.ban_cap > args.vocab
+        {
             return Err(GpuError::shape(
                 NAME,
                 format!(
-                    "rows = {}, k = {}, vocab = {}: need 1 ≤ rows ≤ {max} and 1 ≤ k ≤ min({K_MAX}, vocab)",
-                    args.rows, args.k, args.vocab
+                    "rows = {}, k = {}, ban_cap = {}, vocab = {}: need 1 ≤ rows ≤ {max}, \
+                     1 ≤ k ≤ {K_MAX} and k + ban_cap ≤ vocab",
+                    args.rows, args.k, args.ban_cap, args.vocab
                 ),
             ));
         }
@@ -80,6 +113,7 @@ impl LogitsTopK {
             || args.history.size() < need(args.rows * args.history_cap)
             || args.history_len.size() < need(args.rows)
             || args.top.size() < need(args.rows * args.k * 2)
+            || args.bans.size() < need(args.rows * args.ban_cap)
         {
             return Err(GpuError::shape(
                 NAME,
@@ -98,7 +132,7 @@ impl LogitsTopK {
                 window: args.window as u32,
                 penalty: args.penalty,
                 history_cap: args.history_cap as u32,
-                _pad0: 0,
+                ban_cap: args.ban_cap as u32,
                 _pad1: 0,
             },
         );
@@ -112,6 +146,7 @@ impl LogitsTopK {
                 args.history,
                 args.history_len,
                 args.top,
+                args.bans,
             ],
             [args.rows as u32, 1, 1],
         );
@@ -119,18 +154,17 @@ impl LogitsTopK {
     }
 }
 
-/// Runs the kernel once on host data: `logits` is `[histories.len(), vocab]`; returns each row's
-/// top `k` candidates, best first.
+/// Runs the kernel once on host data, as a decoder step would for `request` (its `k`, penalties
+/// and rows' histories): `logits` is `[request.rows.len(), vocab]`; returns each row's top `k`
+/// candidates, best first.
 pub async fn logits_topk(
     gpu: &Gpu,
     logits: &[f32],
     vocab: usize,
-    histories: &[Vec<u32>],
-    k: usize,
-    penalty: f32,
-    window: usize,
+    request: &StepRequest<'_>,
 ) -> Result<Vec<Vec<Candidate>>, GpuError> {
-    let rows = histories.len();
+    let histories: Vec<&[u32]> = request.rows.iter().map(|r| r.history).collect();
+    let (k, rows) = (request.k, histories.len());
     if vocab == 0 || logits.len() != rows * vocab {
         return Err(GpuError::shape(
             NAME,
@@ -140,12 +174,14 @@ pub async fn logits_topk(
             ),
         ));
     }
-    let cap = histories.iter().map(Vec::len).max().unwrap_or(0).max(1);
+    let cap = histories.iter().map(|h| h.len()).max().unwrap_or(0).max(1);
     let mut history = vec![0u32; rows * cap];
     for (r, h) in histories.iter().enumerate() {
         history[r * cap..r * cap + h.len()].copy_from_slice(h);
     }
     let lens: Vec<u32> = histories.iter().map(|h| h.len() as u32).collect();
+    let block = request.block_repeats;
+    let bans = ban_table(histories.iter().copied(), block);
     let kernel = LogitsTopK::new(gpu).await?;
     let top = gpu
         .checked(NAME, async {
@@ -153,6 +189,7 @@ pub async fn logits_topk(
             let history = gpu.storage_from("logits_topk history", &history);
             let history_len = gpu.storage_from("logits_topk history_len", &lens);
             let top = gpu.storage_zeroed("logits_topk top", rows * k * 2);
+            let bans = gpu.storage_from("logits_topk bans", &bans);
             let mut encoder = gpu.device.create_command_encoder(&Default::default());
             kernel.encode(
                 gpu,
@@ -162,12 +199,14 @@ pub async fn logits_topk(
                     history: &history,
                     history_len: &history_len,
                     top: &top,
+                    bans: &bans,
                     rows,
                     vocab,
                     k,
                     history_cap: cap,
-                    penalty,
-                    window,
+                    penalty: request.repetition_penalty,
+                    window: request.repetition_window,
+                    ban_cap: block,
                 },
             )?;
             gpu.queue.submit([encoder.finish()]);
@@ -214,16 +253,10 @@ mod tests {
         let Some(gpu) = gpu_or_skip("k_above_the_kernel_limit_is_rejected") else {
             return;
         };
-        let err = pollster::block_on(super::logits_topk(
-            &gpu,
-            &[0.0; 20],
-            20,
-            &[vec![]],
-            9,
-            1.0,
-            0,
-        ))
-        .expect_err("k = 9 > K_MAX");
+        let histories = [vec![]];
+        let request = crate::reference::step_request(&histories, 9, 1.0, 0, 0);
+        let err = pollster::block_on(super::logits_topk(&gpu, &[0.0; 20], 20, &request))
+            .expect_err("k = 9 > K_MAX");
         assert!(err.to_string().contains("k = 9"), "{err}");
     }
 }

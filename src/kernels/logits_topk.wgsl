@@ -3,8 +3,11 @@
 // candidate, 64 bytes per beam at k = 8).
 //
 // Penalty (as search::apply_repetition_penalty): every distinct token among the row's last
-// `window` generated tokens has its log-prob multiplied by `penalty`. Order: descending
-// log-prob, ties by ascending token id (as search::top_k).
+// `window` generated tokens has its log-prob multiplied by `penalty`. Repeat block (as
+// StepRequest::penalize): the row's banned tokens (search::repeat_bans, computed on the host,
+// up to `ban_cap` per row) get -inf, so they never enter the top k (the driver requires
+// k + ban_cap ≤ vocab, so k others are always there). Order: descending log-prob, ties by
+// ascending token id (as search::top_k).
 //
 // One workgroup of WG = 128 invocations handles one row: one pass keeps each invocation's
 // running max and sum of exponentials, one reduction of those pairs gives the log-sum-exp, each
@@ -21,7 +24,7 @@ struct Params {
     window: u32,      // repetition window in tokens (0: off)
     penalty: f32,     // repetition penalty (1: off)
     history_cap: u32, // history slots per row
-    _pad0: u32,
+    ban_cap: u32,     // banned-token slots per row (0: no repeat block)
     _pad1: u32,
 }
 
@@ -30,6 +33,7 @@ struct Params {
 @group(0) @binding(2) var<storage, read> history: array<u32>;        // [rows, history_cap]
 @group(0) @binding(3) var<storage, read> history_len: array<u32>;    // [rows]
 @group(0) @binding(4) var<storage, read_write> top: array<u32>;      // [rows, k, 2]: id, bitcast<u32>(log-prob)
+@group(0) @binding(5) var<storage, read> bans: array<u32>;           // [rows, ban_cap]: banned ids, NONE-padded
 
 // Invocations per workgroup, a power of two (the reductions halve it); the driver only needs
 // one workgroup per row, so this lives here alone.
@@ -76,6 +80,16 @@ fn penalized(row: u32, token: u32) -> bool {
         return ((atomicLoad(&history_bits[token >> 5u]) >> (token & 31u)) & 1u) == 1u;
     }
     return in_window(row, token);
+}
+
+// Token `token` may not come next in `row` (a repeat loop).
+fn banned(row: u32, token: u32) -> bool {
+    for (var j = 0u; j < params.ban_cap; j++) {
+        if (bans[row * params.ban_cap + j] == token) {
+            return true;
+        }
+    }
+    return false;
 }
 
 fn in_window(row: u32, token: u32) -> bool {
@@ -131,6 +145,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) loca
         var lp = logits[base + t] - log_sum;
         if (params.penalty != 1.0 && penalized(row, t)) {
             lp *= params.penalty;
+        }
+        // A banned token's -inf would never beat the initial -3e38: skipping it is the same.
+        if (params.ban_cap != 0u && banned(row, t)) {
+            continue;
         }
         if (!before(lp, t, best_score[k - 1u], best_id[k - 1u])) {
             continue;

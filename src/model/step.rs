@@ -7,7 +7,7 @@ use super::{DecoderCache, Transformer};
 use crate::config::ModelConfig;
 use crate::search::{
     Candidate, OptionsError, SearchError, SearchOptions, SearchResult, StepModel, StepRequest,
-    apply_repetition_penalty, beam_search_batch, log_softmax, top_k,
+    beam_search_batch, log_softmax, top_k,
 };
 use crate::tokenizer::Tokenizer;
 use crate::translate::{RequestError, SearchStats, TranslationEngine, now_ms};
@@ -92,12 +92,7 @@ impl StepModel for BurnSession<'_> {
             .map(|(row, r)| {
                 let mut lp = row.to_vec();
                 log_softmax(&mut lp);
-                apply_repetition_penalty(
-                    &mut lp,
-                    r.history,
-                    request.repetition_penalty,
-                    request.repetition_window,
-                );
+                request.penalize(&mut lp, r.history);
                 top_k(&lp, request.k)
             })
             .collect();

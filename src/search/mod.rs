@@ -2,9 +2,10 @@
 //!
 //! The engine (the WebGPU decoder, or a CPU model in tests) implements [`StepModel`]: given the
 //! live rows of one decoder step it returns, per row, the top-`k` next tokens with their
-//! log-probabilities *after* the repetition penalty ([`apply_repetition_penalty`], which the
-//! GPU kernel mirrors). Everything else happens here, on at most `beam × k` candidates per
-//! step, so the GPU only ever reads back `rows × k` (token, log-prob) pairs.
+//! log-probabilities *after* the repetition penalty and the repeat block
+//! ([`StepRequest::penalize`], which the GPU kernel mirrors). Everything else happens here, on
+//! at most `beam × k` candidates per step, so the GPU only ever reads back `rows × k` (token,
+//! log-prob) pairs.
 //!
 //! Files: `options.rs` ([`SearchOptions`] and their validation), `step.rs` (the contract with
 //! the engine: [`StepModel`], [`Candidate`] and the scoring functions it must share), this file
@@ -51,9 +52,10 @@ pub mod testing;
 #[cfg(test)]
 mod tests;
 
-pub use options::{MAX_BEAM, OptionsError, SearchOptions};
+pub use options::{MAX_BEAM, MAX_BLOCK_REPEATS, OptionsError, SearchOptions};
 pub use step::{
-    Candidate, StepModel, StepRequest, StepRow, apply_repetition_penalty, log_softmax, top_k,
+    Candidate, StepModel, StepRequest, StepRow, apply_repetition_penalty, log_softmax, repeat_bans,
+    top_k,
 };
 
 use serde::{Deserialize, Serialize};
@@ -510,6 +512,7 @@ async fn search<M: StepModel>(
             k,
             repetition_penalty: options.repetition_penalty,
             repetition_window: options.repetition_window,
+            block_repeats: options.block_repeats,
             rows,
         };
         let candidates = model

@@ -1,7 +1,8 @@
 //! The contract between the search and an engine: what the search asks at one decoder step
 //! ([`StepRequest`]), what the engine answers ([`Candidate`]s), and the scoring every engine
-//! must apply the same way (log-softmax, the repetition penalty, top-k order). The GPU kernel
-//! `logits_topk` mirrors these functions, and `reference` builds its oracle from them.
+//! must apply the same way (log-softmax, the repetition penalty, the repeat block, top-k
+//! order). The GPU kernel `logits_topk` mirrors these functions, and `reference` builds its
+//! oracle from them.
 
 use serde::{Deserialize, Serialize};
 
@@ -10,7 +11,7 @@ use serde::{Deserialize, Serialize};
 pub struct Candidate {
     /// Token id.
     pub token: u32,
-    /// Log-probability after the repetition penalty, ≤ 0.
+    /// Log-probability after the repetition penalty and the repeat block, ≤ 0.
     pub logprob: f32,
 }
 
@@ -44,9 +45,30 @@ pub struct StepRequest<'a> {
     pub repetition_penalty: f32,
     /// Passed to [`apply_repetition_penalty`].
     pub repetition_window: usize,
+    /// Passed to [`repeat_bans`]: the longest phrase, in tokens, that may not follow itself.
+    pub block_repeats: usize,
     /// The rows to score, in the order the answer must follow: the live rows of each sentence
     /// still searching, sentence by sentence (so a row's parent belongs to its own sentence).
     pub rows: Vec<StepRow<'a>>,
+}
+
+impl StepRequest<'_> {
+    /// Applies to one row's log-probs (after the log-softmax) everything the request adds to
+    /// the model: [`apply_repetition_penalty`], then the [`repeat_bans`] of the row's history
+    /// set to `-inf`. Every engine calls this (the GPU kernel mirrors it).
+    pub fn penalize(&self, logprobs: &mut [f32], history: &[u32]) {
+        apply_repetition_penalty(
+            logprobs,
+            history,
+            self.repetition_penalty,
+            self.repetition_window,
+        );
+        for token in repeat_bans(history, self.block_repeats) {
+            if let Some(lp) = logprobs.get_mut(token as usize) {
+                *lp = f32::NEG_INFINITY;
+            }
+        }
+    }
 }
 
 /// A decoder that scores one step for several rows: the interface between the search and an
@@ -71,7 +93,7 @@ pub trait StepModel {
 
     /// Scores `request.rows`: one list per row, in order, of at most `request.k` distinct
     /// tokens (exactly `k` unless the vocabulary is smaller) with their log-probabilities after
-    /// [`apply_repetition_penalty`], sorted by descending log-prob, ties by ascending token id
+    /// [`StepRequest::penalize`], sorted by descending log-prob, ties by ascending token id
     /// (as [`top_k`]).
     /// Async so the GPU engine can await its readback in the browser as natively.
     fn step(
@@ -116,6 +138,41 @@ pub fn apply_repetition_penalty(
             *lp *= penalty;
         }
     }
+}
+
+/// The tokens that may not come next after `history` (the generated tokens, no BOS), so that
+/// no phrase of up to `span` tokens repeats in a loop: a token that would be the third of the
+/// same token in a row, and, for every `n` in `2..=span`, the token that would complete an
+/// `n`-token phrase followed immediately by itself (`a b c a b` bans `c` for `n = 3`). The
+/// rule of the error analysis' repetition errors ([`crate::eval::has_repetition`]: a word three
+/// times in a row, a phrase of 2 to 4 words twice), on tokens. At most `span` distinct tokens,
+/// in the order found; `span == 0` bans nothing, `span == 1` only the third of a run.
+pub fn repeat_bans(history: &[u32], span: usize) -> Vec<u32> {
+    let mut bans = Vec::new();
+    let len = history.len();
+    if span == 0 {
+        return bans;
+    }
+    let mut ban = |token: u32| {
+        if !bans.contains(&token) {
+            bans.push(token);
+        }
+    };
+    if len >= 2 && history[len - 1] == history[len - 2] {
+        ban(history[len - 1]);
+    }
+    // The next token t completes `history[len+1-2n..len+1-n] == history[len+1-n..len] ++ [t]`:
+    // the first n-1 tokens of the two copies agree and t is the first copy's last token.
+    for n in 2..=span {
+        if 2 * n - 1 > len {
+            break;
+        }
+        let first = &history[len + 1 - 2 * n..len + 1 - n];
+        if first[..n - 1] == history[len + 1 - n..] {
+            ban(first[n - 1]);
+        }
+    }
+    bans
 }
 
 /// The `k` best entries of `logprobs` (token id = index), by descending log-prob, ties by

@@ -1,12 +1,12 @@
 //! A CPU [`StepModel`] over a hand-made score table: the oracle for search tests.
 //!
 //! The table is a function from a row's generated history (no BOS) to logits over the
-//! vocabulary. [`TableModel`] log-softmaxes them, applies the repetition penalty, and returns
+//! vocabulary. [`TableModel`] log-softmaxes them, applies the request's penalties, and returns
 //! the top-k, exactly as the engine must. It also keeps the history of every row it scored, and
 //! checks that each new row's history is its parent's plus its last token: the invariant an
 //! engine that reorders KV caches by parent index relies on.
 
-use super::{Candidate, StepModel, StepRequest, apply_repetition_penalty, log_softmax, top_k};
+use super::{Candidate, StepModel, StepRequest, log_softmax, top_k};
 
 /// Why [`TableModel`] refused a request.
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -119,24 +119,13 @@ impl<F: FnMut(&[u32]) -> Vec<f32>> TableModel<F> {
         }
     }
 
-    /// The full next-token distribution after `history` (sentence 0): log-softmax, then the
-    /// repetition penalty.
-    pub fn logprobs(
-        &mut self,
-        history: &[u32],
-        penalty: f32,
-        window: usize,
-    ) -> Result<Vec<f32>, TableError> {
-        self.sentence_logprobs(0, history, penalty, window)
-    }
-
-    /// [`Self::logprobs`] of sentence `sentence`.
-    pub fn sentence_logprobs(
+    /// The next-token distribution of sentence `sentence` after `history`: log-softmax, then
+    /// what the request adds ([`StepRequest::penalize`]).
+    fn sentence_logprobs(
         &mut self,
         sentence: usize,
         history: &[u32],
-        penalty: f32,
-        window: usize,
+        request: &StepRequest<'_>,
     ) -> Result<Vec<f32>, TableError> {
         let sentences = self.tables.len();
         let table = self
@@ -155,7 +144,7 @@ impl<F: FnMut(&[u32]) -> Vec<f32>> TableModel<F> {
             });
         }
         log_softmax(&mut logits);
-        apply_repetition_penalty(&mut logits, history, penalty, window);
+        request.penalize(&mut logits, history);
         Ok(logits)
     }
 
@@ -237,12 +226,7 @@ impl<F: FnMut(&[u32]) -> Vec<f32>> StepModel for TableModel<F> {
         self.check_rows(request)?;
         let mut out = Vec::with_capacity(request.rows.len());
         for row in &request.rows {
-            let logprobs = self.sentence_logprobs(
-                row.sentence,
-                row.history,
-                request.repetition_penalty,
-                request.repetition_window,
-            )?;
+            let logprobs = self.sentence_logprobs(row.sentence, row.history, request)?;
             out.push(top_k(&logprobs, request.k));
         }
         self.previous = request

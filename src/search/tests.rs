@@ -40,6 +40,7 @@ fn plain(beam: usize, groups: usize) -> SearchOptions {
         length_penalty: 0.0,
         repetition_penalty: 1.0,
         repetition_window: 0,
+        block_repeats: 0,
         n_best: 1,
         max_len_a: 0.0,
         max_len_b: 10,
@@ -124,6 +125,7 @@ fn random_configs(seed: u64) -> Vec<SearchOptions> {
         length_penalty: alpha,
         repetition_penalty: penalty,
         repetition_window: window,
+        block_repeats: 0,
         n_best: (beam / 2).max(1),
         max_len_a: 1.0,
         max_len_b: 4,
@@ -512,6 +514,13 @@ fn invalid_options_are_rejected_with_the_right_error() {
             },
             OptionsError::BadRepetitionPenalty { value: 0.5 },
         ),
+        (
+            SearchOptions {
+                block_repeats: 17,
+                ..d()
+            },
+            OptionsError::BlockRepeatsTooLarge { value: 17 },
+        ),
         (SearchOptions { n_best: 0, ..d() }, OptionsError::ZeroNBest),
         (
             SearchOptions { n_best: 9, ..d() },
@@ -830,6 +839,7 @@ fn table_model_catches_broken_parent_bookkeeping() {
         k: 2,
         repetition_penalty: 1.0,
         repetition_window: 0,
+        block_repeats: 0,
         rows,
     };
     block_on(model.step(&request(0, vec![row(0, BOS, &[])]))).expect("step 0 is fine");
@@ -931,4 +941,89 @@ fn a_cancelled_batch_stops_between_steps() {
     .expect_err("cancelled");
     // Not asked before step 0; asked before steps 1, 2 and 3, which did not run.
     assert!(matches!(err, SearchError::Cancelled { step: 3 }), "{err}");
+}
+
+/// Whether `tokens` ends in a loop of the repeat block's kind: the same token three times, or
+/// an `n`-token phrase (`2 ≤ n ≤ span`) twice in a row. Written apart from `repeat_bans`.
+fn ends_in_loop(tokens: &[u32], span: usize) -> bool {
+    let len = tokens.len();
+    if span == 0 {
+        return false;
+    }
+    let run = len >= 3 && tokens[len - 3..].iter().all(|&t| t == tokens[len - 1]);
+    let phrase =
+        (2..=span).any(|n| len >= 2 * n && tokens[len - 2 * n..len - n] == tokens[len - n..]);
+    run || phrase
+}
+
+#[test]
+fn repeat_bans_are_exactly_the_tokens_that_close_a_loop() {
+    assert_eq!(repeat_bans(&[A, A], 4), vec![A], "a third A");
+    assert!(repeat_bans(&[A], 4).is_empty(), "a second A is allowed");
+    assert_eq!(repeat_bans(&[A, B, C, A, B], 4), vec![C]);
+    assert_eq!(repeat_bans(&[A, B, A], 4), vec![B]);
+    assert!(
+        repeat_bans(&[A, B, A], 1).is_empty(),
+        "span 1: only runs of three"
+    );
+    assert!(repeat_bans(&[A, A], 0).is_empty(), "span 0 is off");
+    // Several at once, each once: `C A A` bans A (a run), `A C A` bans C (`A C A C`).
+    assert_eq!(repeat_bans(&[A, C, A, A], 4), vec![A]);
+    assert_eq!(repeat_bans(&[C, A, C, A, C], 4), vec![A]);
+    let mut rng = SplitMix(7);
+    for _ in 0..3000 {
+        let vocab = 2 + (rng.next() % 3) as u32;
+        let len = (rng.next() % 12) as usize;
+        let span = (rng.next() % 6) as usize;
+        let history: Vec<u32> = (0..len)
+            .map(|_| (rng.next() % u64::from(vocab)) as u32)
+            .collect();
+        let bans = repeat_bans(&history, span);
+        assert!(bans.len() <= span, "{history:?} span {span}: {bans:?}");
+        for token in 0..vocab {
+            let mut next = history.clone();
+            next.push(token);
+            assert_eq!(
+                bans.contains(&token),
+                ends_in_loop(&next, span),
+                "{history:?} + {token}, span {span}"
+            );
+        }
+    }
+}
+
+#[test]
+fn block_repeats_keeps_loops_out_of_every_hypothesis() {
+    // A model that always prefers A, then B, and ends only after 8 tokens: it would say
+    // A A A … or A B A B ….
+    let table = |h: &[u32]| {
+        if h.len() >= 8 {
+            dist(&[(EOS, 0.9)])
+        } else {
+            dist(&[(A, 0.5), (B, 0.4), (EOS, 1e-6)])
+        }
+    };
+    let loops = |tokens: &[u32]| (1..=tokens.len()).any(|end| ends_in_loop(&tokens[..end], 4));
+    for (beam, groups) in [(1, 1), (4, 1), (8, 4)] {
+        let looping = run(&plain(beam, groups), table);
+        assert!(
+            looping
+                .hypotheses
+                .iter()
+                .any(|h| ends_in_loop(&h.tokens[..3], 4)),
+            "the table loops without the block"
+        );
+        let options = SearchOptions {
+            block_repeats: 4,
+            n_best: beam,
+            ..plain(beam, groups)
+        };
+        let result = run(&options, table);
+        assert!(!result.hypotheses.is_empty());
+        for h in &result.hypotheses {
+            assert!(!loops(&h.tokens), "beam {beam}: {:?} loops", h.tokens);
+            assert_eq!(h.tokens.len(), 8, "beam {beam}: {:?}", h.tokens);
+            assert!(h.logprob.is_finite(), "a banned token was chosen: {h:?}");
+        }
+    }
 }

@@ -216,6 +216,7 @@ export async function setOptions(page, options) {
     length_penalty: '#opt-length-penalty',
     repetition_penalty: '#opt-repetition-penalty',
     repetition_window: '#opt-repetition-window',
+    block_repeats: '#opt-block-repeats',
     n_best: '#opt-n-best',
   };
   await page.locator('#options-box > summary').click();

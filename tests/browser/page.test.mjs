@@ -51,9 +51,9 @@ test('a translation shows the output, n-best list with scores, timings and the h
   const { page } = session;
   // Default options of the reference (beam 8 in 4 groups), as a first-time visitor has them.
   assert.deepEqual(
-    await Promise.all(['#opt-beam', '#opt-groups', '#opt-diversity', '#opt-length-penalty', '#opt-repetition-penalty', '#opt-repetition-window', '#opt-n-best']
+    await Promise.all(['#opt-beam', '#opt-groups', '#opt-diversity', '#opt-length-penalty', '#opt-repetition-penalty', '#opt-repetition-window', '#opt-block-repeats', '#opt-n-best']
       .map((s) => page.locator(s).inputValue())),
-    ['8', '4', '0.5', '0.6', '1.5', '30', '4'],
+    ['8', '4', '0.5', '0.6', '1.5', '30', '4', '4'],
   );
   const result = await translate(page, KOREAN, { timeout: TIMEOUT_MS, onBusy: (p) => screenshot(p, 'translating') });
   assert.equal(result.state, 'done', `page says: ${result.status}\n${say()}`);
