@@ -43,7 +43,7 @@ fn error_report(e: &dyn Error) -> String {
 
 /// Decoding options as flags; unset flags keep the reference implementation's defaults
 /// (beam 8 in 4 diverse groups, diversity 0.5, length penalty 0.6, repetition penalty 1.5 over
-/// 30 tokens, maximum length 2 · source + 10).
+/// 30 tokens, maximum length 2 · source + 10) and ours (repeat loops of up to 4 tokens blocked).
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct SearchArgs {
     /// Beam size (1 = greedy) [default: 8].
@@ -64,6 +64,10 @@ pub struct SearchArgs {
     /// Tokens the repetition penalty looks back over [default: 30].
     #[arg(long)]
     pub repetition_window: Option<usize>,
+    /// Longest phrase, in tokens, that may not follow itself immediately (a token may not come
+    /// three times in a row); 0 = off [default: 4, 0 with --greedy].
+    #[arg(long)]
+    pub block_repeats: Option<usize>,
     /// Translations kept per sentence [default: 1].
     #[arg(long)]
     pub n_best: Option<usize>,
@@ -73,8 +77,8 @@ pub struct SearchArgs {
     /// See --max-len-a [default: 10].
     #[arg(long)]
     pub max_len_b: Option<usize>,
-    /// Greedy decoding without penalties (beam 1, one group, repetition penalty 1); other
-    /// flags still override.
+    /// Greedy decoding without penalties (beam 1, one group, repetition penalty 1, no repeat
+    /// block); other flags still override.
     #[arg(long)]
     pub greedy: bool,
     /// Sentences decoded together (every live beam of each is a row of one decoder step);
@@ -99,6 +103,7 @@ impl SearchArgs {
         o.length_penalty = self.length_penalty.unwrap_or(o.length_penalty);
         o.repetition_penalty = self.repetition_penalty.unwrap_or(o.repetition_penalty);
         o.repetition_window = self.repetition_window.unwrap_or(o.repetition_window);
+        o.block_repeats = self.block_repeats.unwrap_or(o.block_repeats);
         o.n_best = self.n_best.unwrap_or(o.n_best);
         o.max_len_a = self.max_len_a.unwrap_or(o.max_len_a);
         o.max_len_b = self.max_len_b.unwrap_or(o.max_len_b);
@@ -129,9 +134,12 @@ pub enum EngineKind {
 /// The engine flags of `translate` and `evaluate`.
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct EngineArgs {
-    /// The engine: `gpu` (WebGPU) or `cpu` (int8 SIMD on the CPU).
-    #[arg(long, value_enum, default_value_t)]
-    pub engine: EngineKind,
+    /// The engine: `gpu` (WebGPU) or `cpu` (int8 SIMD on the CPU) [default: gpu; `translate`
+    /// takes the CPU engine, with a notice, when there is no GPU adapter or the only one is a
+    /// CPU emulation such as lavapipe, many times slower than the CPU engine; `--engine gpu`
+    /// uses such an adapter].
+    #[arg(long, value_enum)]
+    pub engine: Option<EngineKind>,
     /// With --engine cpu: threads for the large matrix products [default: 1].
     #[arg(long)]
     pub threads: Option<usize>,

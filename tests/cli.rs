@@ -20,8 +20,19 @@ fn bin(name: &str) -> Command {
     c
 }
 
-/// Runs `translate` with `args` on `input`.
+/// Runs `translate` with `args` on `input`, on the GPU engine (lavapipe in CI) unless `args`
+/// name an engine.
 fn translate(args: &[&str], input: &[u8]) -> Output {
+    let engine: &[&str] = if args.contains(&"--engine") {
+        &[]
+    } else {
+        &["--engine", "gpu"]
+    };
+    translate_with(&[engine, args].concat(), input)
+}
+
+/// Runs `translate` with exactly `args` on `input`.
+fn translate_with(args: &[&str], input: &[u8]) -> Output {
     let mut child = bin("translate")
         .args(["--model", TINY])
         .args(args)
@@ -142,6 +153,27 @@ fn json_has_n_best_scores_timings_and_heatmaps() {
     let t = &json["timings"];
     assert!(t["steps"].as_u64().expect("steps") > 0);
     assert!(t["gpu"]["submits"].as_u64().expect("submits") > 0);
+}
+
+#[test]
+fn the_default_engine_skips_a_cpu_emulated_adapter() {
+    let out = translate_with(&["--greedy"], b"Ein Hund.\n");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(stdout_lines(&out).len(), 1);
+    let gpu_line = stderr
+        .lines()
+        .find(|l| l.starts_with("model loaded") && !l.contains("on the CPU"));
+    match gpu_line {
+        // A hardware adapter (a developer's machine): the GPU engine, never an emulation.
+        Some(line) => assert!(!line.ends_with(", Cpu)"), "{stderr}"),
+        // None (CI: lavapipe only, or no adapter): the CPU engine, after a one-line notice.
+        None => {
+            assert!(stderr.contains("on the CPU (int8"), "{stderr}");
+            let notes = stderr.lines().filter(|l| l.starts_with("note: ")).count();
+            assert_eq!(notes, 1, "one notice: {stderr}");
+        }
+    }
 }
 
 #[test]

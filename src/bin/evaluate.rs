@@ -104,7 +104,7 @@ async fn run(args: Args) -> CliResult {
                     burn_cpu(bundle, None, sources, &options).await?,
                     "burn with the int8 bundle weights (CPU)".into(),
                 ),
-                (None, false) => match args.engine.engine {
+                (None, false) => match args.engine.engine.unwrap_or_default() {
                     EngineKind::Gpu => gpu_int8(bundle, sources, &options).await?,
                     EngineKind::Cpu => cpu_int8(bundle, &args.engine, sources, &options).await?,
                 },

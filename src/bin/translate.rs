@@ -1,6 +1,6 @@
-//! `translate`: translates stdin line by line with the GPU engine (wgpu: Vulkan, Metal, DX12;
-//! lavapipe on a machine without a GPU) or, with `--engine cpu` or when no GPU adapter is found,
-//! with the int8 CPU engine. One line in, one line out, always: an empty line gives
+//! `translate`: translates stdin line by line with the GPU engine (wgpu: Vulkan, Metal, DX12)
+//! or, with `--engine cpu`, when no GPU adapter is found, or when the only one is a CPU
+//! emulation such as lavapipe (unless `--engine gpu` asks for it), with the int8 CPU engine. One line in, one line out, always: an empty line gives
 //! an empty line. Lines are read ahead and translated together (`--batch` sentences per decoder
 //! step, repeated sentences once); each line is written and flushed as soon as it and every
 //! line before it are translated, so interactive use answers line by line. Decoding defaults are the reference implementation's (beam 8 in 4 diverse
@@ -45,8 +45,15 @@ fn main() -> ExitCode {
 async fn run(args: Args) -> CliResult {
     let options = args.search.translate_options(args.attention);
     let bundle = Bundle::from_dir(&args.model)?;
-    if args.engine.engine == EngineKind::Gpu {
+    let chosen = args.engine.engine;
+    if chosen.unwrap_or_default() == EngineKind::Gpu {
         match Gpu::new().await {
+            // By default a CPU-emulated adapter is not worth it: the CPU engine is far faster.
+            Ok(gpu) if chosen.is_none() && gpu.adapter().device_type == "Cpu" => eprintln!(
+                "note: the only GPU adapter, {}, is a CPU emulation; translating on the CPU \
+                 engine instead (--engine gpu to use the adapter)",
+                gpu.adapter().name
+            ),
             Ok(gpu) => {
                 let adapter = gpu.adapter().clone();
                 let engine = Engine::new(gpu, bundle).await?;
