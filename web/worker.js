@@ -118,10 +118,21 @@ async function webgpuAvailable() {
 /** Whether this worker has WebGPU, asked once: the answer does not change while it runs. */
 let webgpu = webgpuAvailable();
 
+async function loadBuild(build) {
+  const glue = await import(`./${build}.js`);
+  await glue.default({ module_or_path: new URL(`${build}_bg.wasm`, import.meta.url) });
+  return glue;
+}
+
+/** Loads BUILD; if the relaxed build fails to load or compile, the plain one (same features). */
 async function startWasm() {
-  const glue = await import(`./${BUILD}.js`);
-  await glue.default({ module_or_path: new URL(`${BUILD}_bg.wasm`, import.meta.url) });
-  wasm = glue;
+  try {
+    wasm = await loadBuild(BUILD);
+  } catch (e) {
+    if (BUILD === 'webnmt') throw e;
+    console.warn(`${BUILD} did not load (${e}); using the simd128 build`);
+    wasm = await loadBuild('webnmt');
+  }
 }
 
 const ready = Promise.all([startWasm(), webgpu]).then(([, available]) => {
