@@ -5,7 +5,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { ROOT, launch, modelState, nativeBest, openPage, pageBest, serveStatic, setOptions, translate } from './harness.mjs';
+import { ROOT, assertSameBest, launch, modelState, nativeBest, openPage, pageBest, serveStatic, setOptions, translate } from './harness.mjs';
 
 const TIMEOUT_MS = 600_000; // 20 sentences decoded on SwiftShader, 2 CPU cores
 const SENTENCES = join(ROOT, 'tests/fixtures/browser/de20.de');
@@ -50,15 +50,7 @@ test('20 de→en sentences in the page equal the native translate binary, token 
     assert.equal(result.state, 'done', `page says: ${result.status}\n${log.join('\n')}`);
     const web = await pageBest(page);
     console.log(`native ${nativeS} s, page ${(result.ms / 1000).toFixed(1)} s for ${web.length} sentences`);
-    assert.equal(web.length, native.length, 'same sentence split');
-    let same = 0;
-    for (let i = 0; i < native.length; i++) {
-      assert.equal(web[i].source, native[i].source, `sentence ${i}: same source`);
-      if (web[i].tokens === native[i].tokens) same += 1;
-      else console.log(`sentence ${i} differs:\n  native: ${native[i].text} [${native[i].tokens}]\n  page:   ${web[i].text} [${web[i].tokens}]`);
-    }
-    assert.equal(same, native.length, `${same} of ${native.length} sentences identical`);
-    for (let i = 0; i < native.length; i++) assert.equal(web[i].text, native[i].text);
+    assertSameBest(web, native);
   } finally {
     await browser.close();
   }

@@ -6,6 +6,7 @@ import { mkdir, readFile, stat } from 'node:fs/promises';
 import { extname, join, normalize, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import assert from 'node:assert/strict';
 import { chromium } from 'playwright-core';
 
 /** The trunk output folder (`dist/` at the repository root unless DIST says otherwise). */
@@ -97,6 +98,23 @@ export async function nativeLines(args, lines, { timeout = 600_000 } = {}) {
   if (out[out.length - 1] === '') out.pop();
   if (out.length !== lines.length) throw new Error(`native translate: ${lines.length} lines in, ${out.length} out`);
   return out;
+}
+
+/**
+ * Asserts that the page's best translations (`pageBest`) equal the native ones (`nativeBest`):
+ * the same sentence split and sources, and token for token; a differing sentence is printed
+ * before the assertion fails.
+ */
+export function assertSameBest(web, native) {
+  assert.equal(web.length, native.length, 'same sentence split');
+  let same = 0;
+  for (let i = 0; i < native.length; i++) {
+    assert.equal(web[i].source, native[i].source, `sentence ${i}: same source`);
+    if (web[i].tokens === native[i].tokens) same += 1;
+    else console.log(`sentence ${i} differs:\n  native: ${native[i].text} [${native[i].tokens}]\n  page:   ${web[i].text} [${web[i].tokens}]`);
+  }
+  assert.equal(same, native.length, `${same} of ${native.length} sentences identical`);
+  for (let i = 0; i < native.length; i++) assert.equal(web[i].text, native[i].text);
 }
 
 /** The page's best translation of every sentence, in order, as [`nativeBest`] gives them. */
