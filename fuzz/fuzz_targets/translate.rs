@@ -36,6 +36,8 @@ fuzz_target!(|data: &[u8]| {
         length_penalty: f32::from(o[3]) / 100.0,
         repetition_penalty: 0.5 + f32::from(o[4]) / 64.0,
         repetition_window: usize::from(o[5] % 40),
+        // 0..=31: valid spans and ones above the limit of 16.
+        block_repeats: usize::from(o[6] >> 3),
         n_best: usize::from(o[6] % 6),
         max_len_a: f32::from(o[7] % 4),
         max_len_b: usize::from(o[7] / 16),
