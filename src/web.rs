@@ -490,7 +490,7 @@ pub fn split_sentences(text: &str) -> Vec<String> {
 }
 
 /// The decoding defaults (the reference implementation's): beam 8, 4 groups, diversity 0.5,
-/// length penalty 0.6, repetition penalty 1.5 over 30 tokens.
+/// length penalty 0.6, repetition penalty 1.5 over 30 tokens; plus our repeat block of 4.
 #[wasm_bindgen(js_name = defaultOptions)]
 pub fn default_options() -> Result<JsValue, JsValue> {
     TranslateOptions::default()

@@ -261,7 +261,7 @@ fn pick_device(choice: DeviceChoice) -> burn::tensor::Device {
         DeviceChoice::Gpu => true,
         DeviceChoice::Cpu => false,
         DeviceChoice::Auto => pollster::block_on(webnmt::gpu::Gpu::new())
-            .is_ok_and(|g| g.adapter().device_type != "Cpu"),
+            .is_ok_and(|g| !g.adapter().is_cpu_emulation()),
     };
     if use_gpu {
         eprintln!("training on the GPU (burn-wgpu); --device cpu uses the CPU");

@@ -1,10 +1,12 @@
 //! `translate`: translates stdin line by line with the GPU engine (wgpu: Vulkan, Metal, DX12)
 //! or, with `--engine cpu`, when no GPU adapter is found, or when the only one is a CPU
-//! emulation such as lavapipe (unless `--engine gpu` asks for it), with the int8 CPU engine. One line in, one line out, always: an empty line gives
-//! an empty line. Lines are read ahead and translated together (`--batch` sentences per decoder
-//! step, repeated sentences once); each line is written and flushed as soon as it and every
-//! line before it are translated, so interactive use answers line by line. Decoding defaults are the reference implementation's (beam 8 in 4 diverse
-//! groups, diversity 0.5, length penalty 0.6, repetition penalty 1.5 over 30 tokens).
+//! emulation such as lavapipe (unless `--engine gpu` asks for it), with the int8 CPU engine.
+//! One line in, one line out, always: an empty line gives an empty line. Lines are read ahead
+//! and translated together (`--batch` sentences per decoder step, repeated sentences once);
+//! each line is written and flushed as soon as it and every line before it are translated, so
+//! interactive use answers line by line. Decoding defaults are the reference implementation's
+//! (beam 8 in 4 diverse groups, diversity 0.5, length penalty 0.6, repetition penalty 1.5 over
+//! 30 tokens) plus our repeat block of 4 tokens.
 
 use clap::Parser;
 use std::io::{BufRead, Write};
@@ -49,7 +51,7 @@ async fn run(args: Args) -> CliResult {
     if chosen.unwrap_or_default() == EngineKind::Gpu {
         match Gpu::new().await {
             // By default a CPU-emulated adapter is not worth it: the CPU engine is far faster.
-            Ok(gpu) if chosen.is_none() && gpu.adapter().device_type == "Cpu" => eprintln!(
+            Ok(gpu) if chosen.is_none() && gpu.adapter().is_cpu_emulation() => eprintln!(
                 "note: the only GPU adapter, {}, is a CPU emulation; translating on the CPU \
                  engine instead (--engine gpu to use the adapter)",
                 gpu.adapter().name

@@ -70,6 +70,14 @@ pub struct AdapterSummary {
     pub device_type: String,
 }
 
+impl AdapterSummary {
+    /// Whether the adapter is a GPU emulated on the CPU (lavapipe, SwiftShader): slower than
+    /// our CPU engine, and than burn on the CPU, so the `auto` choices skip it.
+    pub fn is_cpu_emulation(&self) -> bool {
+        self.device_type == format!("{:?}", wgpu::DeviceType::Cpu)
+    }
+}
+
 /// A device, its queue and everything that lives once per device.
 pub struct Gpu {
     pub device: wgpu::Device,

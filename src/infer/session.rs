@@ -195,10 +195,12 @@ impl<'e> Session<'e> {
         write(&self.history, &history);
         write(&self.history_len, &history_len);
         let ban_cap = request.block_repeats.min(self.ban_cap);
-        write(
-            &self.bans,
-            &ban_table(request.rows.iter().map(|r| r.history), ban_cap),
-        );
+        if ban_cap > 0 {
+            write(
+                &self.bans,
+                &ban_table(request.rows.iter().map(|r| r.history), ban_cap),
+            );
+        }
         // Each row reads its own sentence's source.
         let mut cross_len = vec![0u32; rows];
         let mut cross_owner = vec![0u32; rows * self.src_max];

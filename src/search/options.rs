@@ -237,7 +237,8 @@ pub enum OptionsError {
     },
     /// `block_repeats` is above [`MAX_BLOCK_REPEATS`].
     #[error(
-        "block_repeats {value} is above the limit of {MAX_BLOCK_REPEATS} tokens; use 0 (off) to          {MAX_BLOCK_REPEATS} (the default is 4)"
+        "block_repeats {value} is above the limit of {MAX_BLOCK_REPEATS} tokens; use 0 (off) to \
+         {MAX_BLOCK_REPEATS} (the default is 4)"
     )]
     BlockRepeatsTooLarge {
         /// The requested span.
