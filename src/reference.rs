@@ -105,20 +105,22 @@ pub fn embed(
 }
 
 /// A decoder step's request for rows with these histories (sentence 0, parent 0), as the
-/// search would send it with these penalties.
-pub fn step_request(
-    histories: &[Vec<u32>],
+/// search would send it with these penalties and `repeatable` tokens.
+pub fn step_request<'a>(
+    histories: &'a [Vec<u32>],
     k: usize,
     penalty: f32,
     window: usize,
     block: usize,
-) -> StepRequest<'_> {
+    repeatable: &'a [bool],
+) -> StepRequest<'a> {
     StepRequest {
         step: 0,
         k,
         repetition_penalty: penalty,
         repetition_window: window,
         block_repeats: block,
+        repeatable,
         rows: histories
             .iter()
             .map(|h| StepRow {

@@ -275,8 +275,10 @@ pub async fn check_logits_topk(gpu: &Gpu, seed: u64) -> Result<Vec<KernelCheck>,
             .iter()
             .map(|v| if ties { (3.0 * v).round() } else { 6.0 * v })
             .collect();
-        // Histories that repeat tokens and include each row's most likely token, so the
-        // penalty changes the ranking.
+        // Histories that repeat tokens and end so that the repeat block bans each row's most
+        // likely token (a run `b b`, or a phrase `x y b x y` on odd rows), so the penalty and
+        // the block change the ranking; every seventh token is repeatable (never banned).
+        let repeatable: Vec<bool> = (0..vocab).map(|t| t % 7 == 3).collect();
         let histories: Vec<Vec<u32>> = (0..rows)
             .map(|r| {
                 let row = &logits[r * vocab..(r + 1) * vocab];
@@ -287,12 +289,20 @@ pub async fn check_logits_topk(gpu: &Gpu, seed: u64) -> Result<Vec<KernelCheck>,
                 let mut h: Vec<u32> = (0..len)
                     .map(|_| rng.random_range(0..vocab as u32))
                     .collect();
-                h.push(best as u32);
-                h.push(best as u32);
+                let best = best as u32;
+                if r % 2 == 1 {
+                    let (x, y) = (
+                        rng.random_range(0..vocab as u32),
+                        rng.random_range(0..vocab as u32),
+                    );
+                    h.extend([x, y, best, x, y]);
+                } else {
+                    h.extend([best, best]);
+                }
                 h
             })
             .collect();
-        let request = reference::step_request(&histories, k, penalty, window, block);
+        let request = reference::step_request(&histories, k, penalty, window, block, &repeatable);
         let got = logits_topk::logits_topk(gpu, &logits, vocab, &request).await?;
         let table = reference::penalized_logprobs(&logits, vocab, &request);
         let (mut got_values, mut want_values) = (Vec::new(), Vec::new());

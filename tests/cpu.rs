@@ -187,6 +187,7 @@ fn cpu_beam_search_equals_burn_beam_search() {
         let engine = engine(kind);
         let sources = sources(&engine);
         let cap = engine.config().max_seq_len;
+        let repeatable = engine.target_tokenizer().repeatable();
         // Sentences whose best hypothesis differs, whose n-best token lists differ, and whose
         // scores differ by more than 1e-3 while the tokens agree.
         let (mut best, mut lists, mut scores) = (Vec::new(), Vec::new(), Vec::new());
@@ -195,7 +196,7 @@ fn cpu_beam_search_equals_burn_beam_search() {
             let encoded = block_on(engine.encode(batch)).expect("encoder runs");
             for (j, src) in batch.iter().enumerate() {
                 let (ours, _) = search_one(&engine, &encoded, j, &options).expect("search");
-                let mut session = BurnSession::new(&model, src, cap, &device);
+                let mut session = BurnSession::new(&model, src, cap, repeatable.clone(), &device);
                 let theirs =
                     block_on(beam_search(&mut session, &options, src.len())).expect("burn search");
                 let tokens = |r: &SearchResult| {

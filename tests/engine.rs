@@ -111,13 +111,14 @@ fn beam_search_equals_burn_beam_search() {
     let sources = sources(&engine);
     let encoded = block_on(engine.encode(&sources[..12])).expect("encoder runs");
     let cap = engine.config().max_seq_len;
+    let repeatable = engine.target_tokenizer().repeatable();
     let options = SearchOptions {
         n_best: 4,
         ..SearchOptions::default()
     };
     for (i, src) in sources[..12].iter().enumerate() {
         let (ours, _) = search_one(&engine, &encoded, i, &options).expect("engine search");
-        let mut burn = BurnSession::new(&model, src, cap, &device);
+        let mut burn = BurnSession::new(&model, src, cap, repeatable.clone(), &device);
         let theirs = block_on(beam_search(&mut burn, &options, src.len())).expect("burn search");
         let tokens = |r: &webnmt::search::SearchResult| {
             r.hypotheses

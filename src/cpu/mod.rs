@@ -36,6 +36,7 @@ use crate::translate::{
 use crate::weights::names::{self, AttentionNames, Stack};
 use crate::weights::{Bundle, BundleError};
 pub use matmul::{MatmulKind, Q8Linear};
+use std::sync::Arc;
 
 /// Why a decoder step of the CPU engine failed: the search asked for more rows or positions
 /// than the session holds, or rows of sentences it does not have (a broken contract; the
@@ -651,6 +652,10 @@ impl StepModel for CpuSession<'_> {
 
     fn max_len_cap(&self) -> usize {
         self.capacity
+    }
+
+    fn repeatable(&self) -> Arc<[bool]> {
+        self.engine.target_tokenizer.repeatable()
     }
 
     async fn step(

@@ -52,13 +52,15 @@ pub enum EngineError {
     /// Options the GPU's top-k cannot serve.
     #[error(
         "beam {beam} with {groups} groups asks the GPU for {k} candidates per row; the top-k \
-         kernel returns at most {max}: use a beam of at most {max}"
+         kernel returns at most {max} (its limit, and at most the vocabulary less the \
+         {block_repeats} tokens the repeat block may ban): use a beam of at most {max}"
     )]
     TooManyCandidates {
         beam: usize,
         groups: usize,
         k: usize,
         max: usize,
+        block_repeats: usize,
     },
     /// The search refused the GPU's answer (a broken contract of the decoder step). Its
     /// `Model` and `Options` variants arrive as [`EngineError::Gpu`] and
@@ -223,6 +225,7 @@ impl Engine {
                 groups: options.groups,
                 k,
                 max,
+                block_repeats: options.block_repeats,
             });
         }
         Ok(())

@@ -10,6 +10,7 @@ use crate::kernels::embed::EmbedArgs;
 use crate::kernels::logits_topk::{K_MAX, LogitsTopKArgs, ban_table};
 use crate::search::{Candidate, SearchOptions, StepModel, StepRequest};
 use crate::translate::now_ms;
+use std::sync::Arc;
 
 /// Buffers of a batch's decoding, allocated once: step activations for up to `beam` rows per
 /// sentence, one KV cache per layer (`[capacity, rows, 3 · d_model]`: every step's fused QKV
@@ -196,10 +197,7 @@ impl<'e> Session<'e> {
         write(&self.history_len, &history_len);
         let ban_cap = request.block_repeats.min(self.ban_cap);
         if ban_cap > 0 {
-            write(
-                &self.bans,
-                &ban_table(request.rows.iter().map(|r| r.history), ban_cap),
-            );
+            write(&self.bans, &ban_table(request, ban_cap));
         }
         // Each row reads its own sentence's source.
         let mut cross_len = vec![0u32; rows];
@@ -290,6 +288,10 @@ impl StepModel for Session<'_> {
 
     fn max_len_cap(&self) -> usize {
         self.capacity
+    }
+
+    fn repeatable(&self) -> Arc<[bool]> {
+        self.engine.target_tokenizer.repeatable()
     }
 
     async fn step(&mut self, request: &StepRequest<'_>) -> Result<Vec<Vec<Candidate>>, GpuError> {

@@ -58,13 +58,13 @@ pub struct LogitsTopKArgs<'a> {
 /// Marks an empty slot of the ban table (no token has this id).
 const NONE: u32 = u32::MAX;
 
-/// The kernel's ban table for rows with these histories: `[rows, span]`, row `r` holding
-/// [`repeat_bans`]`(histories[r], span)` and `NONE` after them; at least one entry, so the
-/// buffer is never empty.
-pub fn ban_table<'h>(histories: impl IntoIterator<Item = &'h [u32]>, span: usize) -> Vec<u32> {
+/// The kernel's ban table for the rows of `request`: `[rows, span]`, row `r` holding
+/// [`repeat_bans`]`(history of r, span, request.repeatable)` and `NONE` after them; at least
+/// one entry, so the buffer is never empty.
+pub fn ban_table(request: &StepRequest<'_>, span: usize) -> Vec<u32> {
     let mut table = Vec::new();
-    for history in histories {
-        let bans = repeat_bans(history, span);
+    for row in &request.rows {
+        let bans = repeat_bans(row.history, span, request.repeatable);
         table.extend(
             bans.iter()
                 .copied()
@@ -181,7 +181,7 @@ pub async fn logits_topk(
     }
     let lens: Vec<u32> = histories.iter().map(|h| h.len() as u32).collect();
     let block = request.block_repeats;
-    let bans = ban_table(histories.iter().copied(), block);
+    let bans = ban_table(request, block);
     let kernel = LogitsTopK::new(gpu).await?;
     let top = gpu
         .checked(NAME, async {
@@ -254,7 +254,7 @@ mod tests {
             return;
         };
         let histories = [vec![]];
-        let request = crate::reference::step_request(&histories, 9, 1.0, 0, 0);
+        let request = crate::reference::step_request(&histories, 9, 1.0, 0, 0, &[]);
         let err = pollster::block_on(super::logits_topk(&gpu, &[0.0; 20], 20, &request))
             .expect_err("k = 9 > K_MAX");
         assert!(err.to_string().contains("k = 9"), "{err}");

@@ -13,6 +13,7 @@ use crate::tokenizer::Tokenizer;
 use crate::translate::{RequestError, SearchStats, TranslationEngine, now_ms};
 use crate::weights::Bundle;
 use burn::tensor::{Device, Int, Tensor, TensorData, TensorReadError};
+use std::sync::Arc;
 
 /// Why a burn step failed: a tensor could not be read back from the device.
 #[derive(Debug, thiserror::Error)]
@@ -29,13 +30,23 @@ pub struct BurnSession<'m> {
     cache: DecoderCache,
     device: Device,
     cap: usize,
+    /// [`StepModel::repeatable`].
+    repeatable: Arc<[bool]>,
     /// Time inside [`StepModel::step`], to tell the model's time from the search's own.
     step_ms: f64,
 }
 
 impl<'m> BurnSession<'m> {
-    /// Encodes `source` (token ids, no BOS/EOS) and prepares incremental decoding.
-    pub fn new(model: &'m Transformer, source: &[u32], cap: usize, device: &Device) -> Self {
+    /// Encodes `source` (token ids, no BOS/EOS) and prepares incremental decoding; the repeat
+    /// block spares the `repeatable` tokens (the target tokenizer's
+    /// [`Tokenizer::repeatable`]).
+    pub fn new(
+        model: &'m Transformer,
+        source: &[u32],
+        cap: usize,
+        repeatable: Arc<[bool]>,
+        device: &Device,
+    ) -> Self {
         let ids: Vec<i64> = source.iter().map(|&t| i64::from(t)).collect();
         let src = Tensor::<2, Int>::from_data(TensorData::new(ids, [1, source.len()]), device);
         let (memory, mask) = model.encode(src);
@@ -44,6 +55,7 @@ impl<'m> BurnSession<'m> {
             cache: model.start_decoding(memory, mask),
             device: device.clone(),
             cap,
+            repeatable,
             step_ms: 0.0,
         }
     }
@@ -59,6 +71,10 @@ impl StepModel for BurnSession<'_> {
 
     fn max_len_cap(&self) -> usize {
         self.cap
+    }
+
+    fn repeatable(&self) -> Arc<[bool]> {
+        Arc::clone(&self.repeatable)
     }
 
     async fn step(
@@ -197,7 +213,8 @@ impl TranslationEngine for BurnEngine {
             let source = self.piece(encoded, i, None)?;
             let piece_start = now_ms();
             let cap = self.config.max_seq_len;
-            let mut session = BurnSession::new(&self.model, source, cap, &self.device);
+            let repeatable = self.target_tokenizer.repeatable();
+            let mut session = BurnSession::new(&self.model, source, cap, repeatable, &self.device);
             let mut result =
                 beam_search_batch(&mut session, options, &[source.len()], cancelled).await?;
             let result = result.remove(0);

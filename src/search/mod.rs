@@ -45,6 +45,13 @@
 //! - **Output.** Finished hypotheses sorted by score, descending; ties keep the order in which
 //!   hypotheses finished (earlier step first, then lower group, then selection order); the
 //!   first `n_best` are returned.
+//! - **Penalties and bans** ([`StepRequest::penalize`], applied by the engine before its top-k,
+//!   so the search stays exact). The repetition penalty multiplies the log-probs of the tokens
+//!   among a row's last `repetition_window`; the repeat block ([`repeat_bans`]) sets to `-inf`
+//!   each token that would be the third of a run or complete a phrase of 2..=`block_repeats`
+//!   tokens followed by itself, except the model's [`StepModel::repeatable`] tokens (pieces
+//!   inside a word without letters: digits, punctuation); at most `block_repeats` tokens per
+//!   row.
 
 mod options;
 mod step;
@@ -490,6 +497,7 @@ async fn search<M: StepModel>(
     }
     // Where each sentence's rows started in the previous request.
     let mut bases = vec![0; beams.len()];
+    let repeatable = model.repeatable();
     for step in 0.. {
         let mut rows = Vec::new();
         let mut spans = Vec::new(); // (sentence, first row, rows)
@@ -513,6 +521,7 @@ async fn search<M: StepModel>(
             repetition_penalty: options.repetition_penalty,
             repetition_window: options.repetition_window,
             block_repeats: options.block_repeats,
+            repeatable: &repeatable,
             rows,
         };
         let candidates = model

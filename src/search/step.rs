@@ -47,6 +47,9 @@ pub struct StepRequest<'a> {
     pub repetition_window: usize,
     /// Passed to [`repeat_bans`]: the longest phrase, in tokens, that may not follow itself.
     pub block_repeats: usize,
+    /// Passed to [`repeat_bans`]: by token id, the tokens it never bans (the target
+    /// vocabulary's [`crate::tokenizer::Tokenizer::repeatable`]; ids past its end are not).
+    pub repeatable: &'a [bool],
     /// The rows to score, in the order the answer must follow: the live rows of each sentence
     /// still searching, sentence by sentence (so a row's parent belongs to its own sentence).
     pub rows: Vec<StepRow<'a>>,
@@ -63,7 +66,7 @@ impl StepRequest<'_> {
             self.repetition_penalty,
             self.repetition_window,
         );
-        for token in repeat_bans(history, self.block_repeats) {
+        for token in repeat_bans(history, self.block_repeats, self.repeatable) {
             if let Some(lp) = logprobs.get_mut(token as usize) {
                 *lp = f32::NEG_INFINITY;
             }
@@ -85,6 +88,12 @@ pub trait StepModel {
     /// The token that ends a hypothesis (the models' `</s>`).
     fn eos(&self) -> u32 {
         crate::config::EOS_ID
+    }
+
+    /// By token id, the tokens the repeat block never bans ([`StepRequest::repeatable`]): the
+    /// engine's target vocabulary's [`crate::tokenizer::Tokenizer::repeatable`]. None by default.
+    fn repeatable(&self) -> std::sync::Arc<[bool]> {
+        std::sync::Arc::from(Vec::new())
     }
 
     /// The longest target the model supports (its positional table, or the positions its
@@ -147,14 +156,17 @@ pub fn apply_repetition_penalty(
 /// rule of the error analysis' repetition errors ([`crate::eval::has_repetition`]: a word three
 /// times in a row, a phrase of 2 to 4 words twice), on tokens. At most `span` distinct tokens,
 /// in the order found; `span == 0` bans nothing, `span == 1` only the third of a run.
-pub fn repeat_bans(history: &[u32], span: usize) -> Vec<u32> {
+///
+/// A token marked in `repeatable` (by id) is never banned: the pieces inside a word that hold
+/// no letter, so that `1,000,000` (`▁1 , 000 , 000`) and `...` (`. . .`) can still be written.
+pub fn repeat_bans(history: &[u32], span: usize, repeatable: &[bool]) -> Vec<u32> {
     let mut bans = Vec::new();
     let len = history.len();
     if span == 0 {
         return bans;
     }
     let mut ban = |token: u32| {
-        if !bans.contains(&token) {
+        if !bans.contains(&token) && !repeatable.get(token as usize).copied().unwrap_or(false) {
             bans.push(token);
         }
     };

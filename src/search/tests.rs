@@ -840,6 +840,7 @@ fn table_model_catches_broken_parent_bookkeeping() {
         repetition_penalty: 1.0,
         repetition_window: 0,
         block_repeats: 0,
+        repeatable: &[],
         rows,
     };
     block_on(model.step(&request(0, vec![row(0, BOS, &[])]))).expect("step 0 is fine");
@@ -958,18 +959,26 @@ fn ends_in_loop(tokens: &[u32], span: usize) -> bool {
 
 #[test]
 fn repeat_bans_are_exactly_the_tokens_that_close_a_loop() {
-    assert_eq!(repeat_bans(&[A, A], 4), vec![A], "a third A");
-    assert!(repeat_bans(&[A], 4).is_empty(), "a second A is allowed");
-    assert_eq!(repeat_bans(&[A, B, C, A, B], 4), vec![C]);
-    assert_eq!(repeat_bans(&[A, B, A], 4), vec![B]);
+    assert_eq!(repeat_bans(&[A, A], 4, &[]), vec![A], "a third A");
     assert!(
-        repeat_bans(&[A, B, A], 1).is_empty(),
+        repeat_bans(&[A], 4, &[]).is_empty(),
+        "a second A is allowed"
+    );
+    assert_eq!(repeat_bans(&[A, B, C, A, B], 4, &[]), vec![C]);
+    assert_eq!(repeat_bans(&[A, B, A], 4, &[]), vec![B]);
+    assert!(
+        repeat_bans(&[A, B, A], 1, &[]).is_empty(),
         "span 1: only runs of three"
     );
-    assert!(repeat_bans(&[A, A], 0).is_empty(), "span 0 is off");
+    assert!(repeat_bans(&[A, A], 0, &[]).is_empty(), "span 0 is off");
     // Several at once, each once: `C A A` bans A (a run), `A C A` bans C (`A C A C`).
-    assert_eq!(repeat_bans(&[A, C, A, A], 4), vec![A]);
-    assert_eq!(repeat_bans(&[C, A, C, A, C], 4), vec![A]);
+    assert_eq!(repeat_bans(&[A, C, A, A], 4, &[]), vec![A]);
+    assert_eq!(repeat_bans(&[C, A, C, A, C], 4, &[]), vec![A]);
+    // A repeatable token is never banned, the others still are.
+    let a_repeats: Vec<bool> = (0..V).map(|t| t == A as usize).collect();
+    assert!(repeat_bans(&[A, A], 4, &a_repeats).is_empty());
+    assert!(repeat_bans(&[C, A, C, A, C], 4, &a_repeats).is_empty());
+    assert_eq!(repeat_bans(&[A, B, A], 4, &a_repeats), vec![B]);
     let mut rng = SplitMix(7);
     for _ in 0..3000 {
         let vocab = 2 + (rng.next() % 3) as u32;
@@ -978,15 +987,20 @@ fn repeat_bans_are_exactly_the_tokens_that_close_a_loop() {
         let history: Vec<u32> = (0..len)
             .map(|_| (rng.next() % u64::from(vocab)) as u32)
             .collect();
-        let bans = repeat_bans(&history, span);
+        // Each token repeatable or not at random; the mask may be shorter than the vocabulary.
+        let repeatable: Vec<bool> = (0..rng.next() % 5)
+            .map(|_| rng.next().is_multiple_of(3))
+            .collect();
+        let bans = repeat_bans(&history, span, &repeatable);
         assert!(bans.len() <= span, "{history:?} span {span}: {bans:?}");
         for token in 0..vocab {
             let mut next = history.clone();
             next.push(token);
+            let spared = repeatable.get(token as usize) == Some(&true);
             assert_eq!(
                 bans.contains(&token),
-                ends_in_loop(&next, span),
-                "{history:?} + {token}, span {span}"
+                ends_in_loop(&next, span) && !spared,
+                "{history:?} + {token}, span {span}, repeatable {repeatable:?}"
             );
         }
     }

@@ -29,6 +29,7 @@
 use std::fmt;
 #[cfg(not(target_arch = "wasm32"))]
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use tokenizers::decoders::DecoderWrapper;
@@ -199,6 +200,8 @@ pub enum TokenizerError {
 pub struct Tokenizer {
     inner: tokenizers::Tokenizer,
     vocab_size: usize,
+    /// [`Tokenizer::repeatable`], worked out once.
+    repeatable: Arc<[bool]>,
 }
 
 impl fmt::Debug for Tokenizer {
@@ -297,7 +300,14 @@ impl Tokenizer {
         // Control symbols are never matched in user text (SentencePiece semantics).
         inner.set_encode_special_tokens(true);
         let vocab_size = inner.get_vocab_size(true);
-        Ok(Self { inner, vocab_size })
+        let repeatable = (0..vocab_size as u32)
+            .map(|id| inner.id_to_token(id).is_some_and(|p| is_repeatable(&p)))
+            .collect();
+        Ok(Self {
+            inner,
+            vocab_size,
+            repeatable,
+        })
     }
 
     /// The tokenizer as compact `tokenizer.json` text, loadable by [`Tokenizer::from_json`]
@@ -325,6 +335,14 @@ impl Tokenizer {
         };
         std::fs::write(&tmp, json).map_err(io_err)?;
         std::fs::rename(&tmp, path).map_err(io_err)
+    }
+
+    /// By id, the pieces the search's repeat block never bans
+    /// ([`crate::search::repeat_bans`]): those that continue a word (no leading `▁`) and hold
+    /// no letter, such as `000` and `,` of `▁1 , 000 , 000` or each `.` of `. . .`, which repeat
+    /// in well-formed text. Word pieces, however short, and letters in any script stay banned.
+    pub fn repeatable(&self) -> Arc<[bool]> {
+        Arc::clone(&self.repeatable)
     }
 
     /// Number of ids, special tokens included; every id is below this.
@@ -375,6 +393,11 @@ impl Tokenizer {
     pub fn id_to_token(&self, id: u32) -> Option<String> {
         self.inner.id_to_token(id)
     }
+}
+
+/// Whether the repeat block leaves this piece alone ([`Tokenizer::repeatable`]).
+fn is_repeatable(piece: &str) -> bool {
+    !piece.starts_with('▁') && !piece.chars().any(char::is_alphabetic)
 }
 
 /// The normalizer shared by training and encoding (see the module table).

@@ -525,3 +525,73 @@ mod hostile_json {
         assert!(Tokenizer::from_json(&good.as_bytes()[..good.len() / 2]).is_err());
     }
 }
+
+#[test]
+fn repeatable_pieces_are_the_letterless_ones_inside_words() {
+    let pieces = [
+        "▁1", "000", ",", ".", "-", "▁the", "s", "▁,", "다", "▁다", "é", "2a",
+    ];
+    let t = Tokenizer::from_pieces(pieces.iter().map(|p| ((*p).to_owned(), -5.0)))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let repeatable = t.repeatable();
+    assert_eq!(repeatable.len(), t.vocab_size());
+    let spared: Vec<&str> = pieces
+        .iter()
+        .copied()
+        .filter(|p| t.token_to_id(p).is_some_and(|id| repeatable[id as usize]))
+        .collect();
+    assert_eq!(spared, ["000", ",", ".", "-"]);
+    assert!(
+        !repeatable[..4].iter().any(|&r| r),
+        "special tokens are not spared"
+    );
+}
+
+#[test]
+fn numbers_and_ellipses_survive_the_repeat_block_in_the_shipped_vocabularies() {
+    use crate::search::{MAX_BLOCK_REPEATS, repeat_bans};
+    // Texts the block must let through (each token of each, after its prefix), and loops it
+    // must still stop.
+    let fine = [
+        "It cost 1,000,000 won.",
+        "10,000,000,000 people",
+        "Wait... what?",
+        "0.000001 percent",
+        "He said no, no, and no.",
+    ];
+    for pair in ["ko-en", "de-en"] {
+        let path = format!(
+            "{}/web/models/{pair}/target.tokenizer.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let t = Tokenizer::from_file(&path).unwrap_or_else(|e| panic!("{e}"));
+        let repeatable = t.repeatable();
+        let banned = |ids: &[u32], spared: &[bool]| {
+            (0..ids.len()).find(|&end| {
+                repeat_bans(&ids[..end], MAX_BLOCK_REPEATS, spared).contains(&ids[end])
+            })
+        };
+        let mut caught_without = 0;
+        for text in fine {
+            let ids = ids(&t, text);
+            if let Some(end) = banned(&ids, &repeatable) {
+                panic!(
+                    "{pair}: {text:?} is blocked at token {end} ({:?})",
+                    t.id_to_token(ids[end])
+                );
+            }
+            caught_without += usize::from(banned(&ids, &[]).is_some());
+        }
+        assert!(
+            caught_without > 0,
+            "{pair}: no text needs the exemption, so this test shows nothing"
+        );
+        for looping in ["the the the", "of the of the", "is a good is a good"] {
+            let ids = ids(&t, looping);
+            assert!(
+                banned(&ids, &repeatable).is_some(),
+                "{pair}: {looping:?} ({ids:?}) must stay blocked"
+            );
+        }
+    }
+}
