@@ -4,7 +4,7 @@
 //
 //   node scripts/page_bench.mjs --model web/models/de-en --src ../shared/data/de-en/test.de \
 //       --limit 10 [--rows '[{"label":"greedy","search":{…}},…]'] [--engine gpu|cpu]
-//       [--wasm auto|simd128]
+//       [--wasm auto|simd128|relaxed]
 //   node scripts/page_bench.mjs --check [--model DIR]   # only check the set-up (bench does first)
 //
 // What runs: `dist/` (the trunk build) served on 127.0.0.1, with the bundle `--model` mounted at
@@ -26,8 +26,8 @@
 // launches it without WebGPU, so the page loads the model on its int8 CPU engine (WebAssembly
 // SIMD, one thread), as a browser without WebGPU does; rows are then named `page (CPU, wasm
 // relaxed SIMD)` (or `wasm SIMD`, with the build without relaxed SIMD) and the GPU counters are
-// zero. `--wasm simd128` opens the page with `?wasm=simd128`: the build without relaxed SIMD
-// (web/worker.js picks the relaxed one where the browser has it).
+// zero. `--wasm simd128` or `--wasm relaxed` opens the page with `?wasm=…`, forcing that build
+// (by default web/worker.js times both where the browser has relaxed SIMD and keeps the faster).
 //
 // Rows: `--rows` is a JSON array of `{ label, search }` (`search` is a SearchOptions object;
 // bench passes exactly the options of its native rows); without it, greedy (beam 1, no
@@ -88,7 +88,7 @@ function parseArgs(argv) {
         args.engine = value;
         break;
       case '--wasm':
-        if (value !== 'auto' && value !== 'simd128') fail(`--wasm must be auto or simd128, not ${value}`);
+        if (!['auto', 'simd128', 'relaxed'].includes(value)) fail(`--wasm must be auto, simd128 or relaxed, not ${value}`);
         args.wasm = value;
         break;
       case '--rows':
@@ -99,7 +99,7 @@ function parseArgs(argv) {
         }
         break;
       default:
-        fail(`unknown flag ${flag} (flags: --model DIR --src FILE --limit N --rows JSON --engine gpu|cpu --wasm auto|simd128 --check)`);
+        fail(`unknown flag ${flag} (flags: --model DIR --src FILE --limit N --rows JSON --engine gpu|cpu --wasm auto|simd128|relaxed --check)`);
     }
   }
   if (!args.src && !args.check) fail('--src FILE is required');
@@ -286,7 +286,7 @@ async function main() {
   });
   const browser = await harness.launch({ webgpu: args.engine === 'gpu' });
   try {
-    const url = args.wasm === 'simd128' ? `${server.url}?wasm=simd128` : server.url;
+    const url = args.wasm === 'auto' ? server.url : `${server.url}?wasm=${args.wasm}`;
     const { page, log } = await harness.openPage(browser, url, { init: captureWorkers });
     const t0 = Date.now();
     const { state, text: status } = await harness.modelState(page);

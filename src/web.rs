@@ -505,6 +505,30 @@ pub fn no_webgpu_message() -> String {
     GpuError::WebGpuUnavailable.to_string()
 }
 
+/// The CPU engine's int8 product on fixed data ([`crate::cpu::matmul::Int8Probe`]): worker.js
+/// times `run` in both wasm builds and keeps the faster.
+#[wasm_bindgen]
+pub struct KernelProbe(crate::cpu::matmul::Int8Probe);
+
+#[wasm_bindgen]
+impl KernelProbe {
+    #[wasm_bindgen(constructor)]
+    pub fn new() -> Self {
+        Self(crate::cpu::matmul::Int8Probe::new())
+    }
+
+    /// Runs the product `reps` times; returns a sum of its results (equal in both builds).
+    pub fn run(&self, reps: u32) -> f32 {
+        self.0.run(reps as usize)
+    }
+}
+
+impl Default for KernelProbe {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// Opens WebGPU and runs every kernel check: `{ adapter, checks, passed }`. WebGPU only: without
 /// it this fails with `no-webgpu` (the CPU engine's kernels are checked by the native tests).
 #[wasm_bindgen(js_name = selfCheck)]

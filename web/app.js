@@ -137,7 +137,7 @@ function describeError(error) {
 
 function startWorker() {
   const url = new URL('worker.js', import.meta.url);
-  // `?wasm=simd128` on the page forces the wasm build without relaxed SIMD (see worker.js).
+  // `?wasm=simd128` or `?wasm=relaxed` on the page forces a wasm build (see worker.js).
   const build = new URLSearchParams(location.search).get('wasm');
   if (build) url.searchParams.set('wasm', build);
   const worker = new Worker(url, { type: 'module' });
@@ -191,6 +191,9 @@ function onWorkerMessage(worker, message) {
         fillOptions(state.defaults.search);
       }
       showEngine(message.webgpu, message.webgpu ? state.engine : 'cpu');
+      // Which wasm build runs (worker.js chooses), for the curious and the tests.
+      document.body.dataset.wasm = message.build.name;
+      console.info(`wasm build: ${message.build.name} (${message.build.why})`);
       break;
     case 'progress':
       showProgress(message);

@@ -1,7 +1,8 @@
 // The service worker: the page works offline after the first visit.
 //
 // - install: precaches the app shell (html, glue, wasm, scripts, css, the model index);
-//   of the two wasm builds, the one this browser runs;
+//   the simd128 wasm build, and the relaxed SIMD one too where this browser validates it
+//   (worker.js times both and keeps one, so both must be there offline);
 // - same-origin GET: the shell cache first, then the network; a shell file served from the
 //   cache is refreshed in the background (when the server answers), so a rebuilt site shows up
 //   on the next visit without a VERSION bump, and a visit offline still gets a whole shell;
@@ -15,18 +16,17 @@ const SHELL_CACHE = `webnmt-shell-${VERSION}`;
 const MODEL_CACHE = 'webnmt-models-v1';
 /**
  * worker.js's probe for WebAssembly relaxed SIMD, spelled alike (tests/browser/names.test.mjs):
- * the shell holds only the wasm build this browser runs (see worker.js).
+ * the shell holds the relaxed build only where the browser can run it.
  */
 const RELAXED_SIMD_PROBE = new Uint8Array([0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, 0x01, 0x05, 0x01, 0x60, 0x00, 0x01, 0x7b, 0x03, 0x02, 0x01, 0x00, 0x0a, 0x3d, 0x01, 0x3b, 0x00, ...[0, 1, 2].flatMap(() => [0xfd, 0x0c, ...new Array(16).fill(0)]), 0xfd, 0x93, 0x02, 0x0b]);
-const WASM_BUILD = WebAssembly.validate(RELAXED_SIMD_PROBE) ? 'webnmt_relaxed' : 'webnmt';
+const WASM_BUILDS = WebAssembly.validate(RELAXED_SIMD_PROBE) ? ['webnmt', 'webnmt_relaxed'] : ['webnmt'];
 const SHELL = [
   './',
   'index.html',
   'style.css',
   'app.js',
   'worker.js',
-  `${WASM_BUILD}.js`,
-  `${WASM_BUILD}_bg.wasm`,
+  ...WASM_BUILDS.flatMap((build) => [`${build}.js`, `${build}_bg.wasm`]),
   'models/index.json',
 ];
 

@@ -2,10 +2,14 @@
 // downloads, shader compilation and decoding never block the page.
 //
 // Two builds of the wasm module, the same code: webnmt.js + webnmt_bg.wasm (simd128) and
-// webnmt_relaxed.js + webnmt_relaxed_bg.wasm (also relaxed SIMD: the CPU engine's int8 products
-// are faster). The worker loads the relaxed one where the browser validates relaxed SIMD, the
-// other elsewhere (a module with an instruction the browser lacks does not compile at all);
-// `?wasm=simd128` on the worker's URL (app.js passes the page's own on) forces the plain one.
+// webnmt_relaxed.js + webnmt_relaxed_bg.wasm (the CPU engine's int8 products with relaxed SIMD's
+// int8 dot product). The relaxed one is faster only where the browser makes that dot product
+// one instruction (x86 AVX-VNNI, ARM SDOT); elsewhere it is slower (README, Performance). So
+// where the browser validates relaxed SIMD (a module with an instruction the browser lacks does
+// not compile at all), the worker loads both, times the same int8 product in each
+// (KernelProbe, a few ms) and keeps the relaxed one only when it is clearly faster; elsewhere
+// it loads the simd128 build alone. `?wasm=simd128` or `?wasm=relaxed` on the worker's URL
+// (app.js passes the page's own on) forces one. 'started' says which build runs and why.
 //
 // Engines: 'gpu' (WebGPU) or 'cpu' (the int8 CPU engine in wasm, simd128 kernels). A load asks
 // for one; without WebGPU (no navigator.gpu, no adapter granted, or WebGPU failing to open) the
@@ -21,8 +25,10 @@
 //   { type: 'cancel', id }                     stop document `id`
 //   { type: 'selfcheck' }                      run every WebGPU kernel against its CPU reference
 // Messages to the page:
-//   { type: 'started', defaults, webgpu }      the wasm module is ready; the decoding defaults;
-//                                              whether WebGPU gives this worker an adapter
+//   { type: 'started', defaults, webgpu, build } the wasm module is ready; the decoding
+//                                              defaults; whether WebGPU gives this worker an
+//                                              adapter; build = { name: 'simd128' | 'relaxed',
+//                                              why } (the wasm build, see above)
 //   { type: 'progress', model, engine, loaded, total, fromCache }
 //   { type: 'loaded', model, engine, webgpu, info, fromCache }
 //   { type: 'load-error', model, error }       error = { kind, message }
@@ -70,11 +76,12 @@
  */
 const RELAXED_SIMD_PROBE = new Uint8Array([0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, 0x01, 0x05, 0x01, 0x60, 0x00, 0x01, 0x7b, 0x03, 0x02, 0x01, 0x00, 0x0a, 0x3d, 0x01, 0x3b, 0x00, ...[0, 1, 2].flatMap(() => [0xfd, 0x0c, ...new Array(16).fill(0)]), 0xfd, 0x93, 0x02, 0x0b]);
 
-/** The wasm build this worker runs (see the top of this file). */
-const BUILD =
-  new URL(self.location.href).searchParams.get('wasm') !== 'simd128' && WebAssembly.validate(RELAXED_SIMD_PROBE)
-    ? 'webnmt_relaxed'
-    : 'webnmt';
+/** `?wasm=` on the worker's URL: 'simd128' or 'relaxed' forces that build (see the top). */
+const ASKED_BUILD = new URL(self.location.href).searchParams.get('wasm');
+/** KernelProbe runs per timed call (about 2–10 ms each), untimed calls first, timed calls. */
+const PROBE = { reps: 8, warmup: 2, rounds: 4 };
+/** The relaxed build is kept only when its product takes at most this share of simd128's. */
+const RELAXED_MARGIN = 0.95;
 
 /** The wasm module's exports (Translator, defaultOptions, …), once `ready` resolves. */
 let wasm = null;
@@ -124,19 +131,57 @@ async function loadBuild(build) {
   return glue;
 }
 
-/** Loads BUILD; if the relaxed build fails to load or compile, the plain one (same features). */
-async function startWasm() {
-  try {
-    wasm = await loadBuild(BUILD);
-  } catch (e) {
-    if (BUILD === 'webnmt') throw e;
-    console.warn(`${BUILD} did not load (${e}); using the simd128 build`);
-    wasm = await loadBuild('webnmt');
+/**
+ * The fastest of PROBE.rounds timed calls of each build's KernelProbe (ms), the builds
+ * alternating so that a busy moment slows both; untimed calls first (compilation tiers).
+ */
+function timeProbes(glues) {
+  const probes = glues.map((glue) => new glue.KernelProbe());
+  const best = glues.map(() => Infinity);
+  for (let r = 0; r < PROBE.warmup + PROBE.rounds; r++) {
+    probes.forEach((probe, i) => {
+      const t0 = performance.now();
+      probe.run(PROBE.reps);
+      if (r >= PROBE.warmup) best[i] = Math.min(best[i], performance.now() - t0);
+    });
   }
+  probes.forEach((probe) => probe.free());
+  return best;
 }
 
-const ready = Promise.all([startWasm(), webgpu]).then(([, available]) => {
-  self.postMessage({ type: 'started', defaults: wasm.defaultOptions(), webgpu: available });
+/** Loads the wasm build (see the top of this file); returns { name, why }. */
+async function startWasm() {
+  if (ASKED_BUILD === 'simd128' || !WebAssembly.validate(RELAXED_SIMD_PROBE)) {
+    wasm = await loadBuild('webnmt');
+    return { name: 'simd128', why: ASKED_BUILD === 'simd128' ? '?wasm=simd128' : 'no relaxed SIMD in this browser' };
+  }
+  if (ASKED_BUILD === 'relaxed') {
+    wasm = await loadBuild('webnmt_relaxed');
+    return { name: 'relaxed', why: '?wasm=relaxed' };
+  }
+  const [plain, relaxed] = await Promise.allSettled([loadBuild('webnmt'), loadBuild('webnmt_relaxed')]);
+  if (relaxed.status === 'rejected') {
+    if (plain.status === 'rejected') throw plain.reason;
+    console.warn(`webnmt_relaxed did not load (${relaxed.reason}); using the simd128 build`);
+    wasm = plain.value;
+    return { name: 'simd128', why: `the relaxed build did not load (${relaxed.reason})` };
+  }
+  if (plain.status === 'rejected') {
+    wasm = relaxed.value;
+    return { name: 'relaxed', why: `the simd128 build did not load (${plain.reason})` };
+  }
+  const [plainMs, relaxedMs] = timeProbes([plain.value, relaxed.value]);
+  const times = `int8 product: relaxed ${relaxedMs.toFixed(1)} ms, simd128 ${plainMs.toFixed(1)} ms`;
+  if (relaxedMs <= RELAXED_MARGIN * plainMs) {
+    wasm = relaxed.value;
+    return { name: 'relaxed', why: `${times}: relaxed SIMD is faster here` };
+  }
+  wasm = plain.value;
+  return { name: 'simd128', why: `${times}: relaxed SIMD is not clearly faster here` };
+}
+
+const ready = Promise.all([startWasm(), webgpu]).then(([build, available]) => {
+  self.postMessage({ type: 'started', defaults: wasm.defaultOptions(), webgpu: available, build });
 });
 
 /** The no-WebGPU error (the self-check's); its sentence (from the wasm side) says which browsers and settings work. */

@@ -417,7 +417,7 @@ fn page_bench(script_args: &[&std::ffi::OsStr]) -> CliResult<Vec<u8>> {
 
 /// Our page in headless Chromium (SwiftShader WebGPU) with `settings`, through
 /// `scripts/page_bench.mjs`.
-/// `wasm`: `auto` (the relaxed SIMD build, where Chromium has it) or `simd128` (the other).
+/// `wasm`: `auto` (what the worker picks), `simd128` or `relaxed` (that build, forced).
 fn page_rows(
     args: &Args,
     settings: &[(&str, SearchOptions)],
@@ -639,10 +639,11 @@ async fn run(args: Args) -> CliResult {
         None
     };
     // The page without WebGPU, on its int8 CPU engine in wasm, beside the native CPU rows:
-    // the relaxed SIMD build (Chromium's) and the simd128 one (browsers without relaxed SIMD).
+    // both wasm builds, forced (the worker keeps the faster of the two where the browser has
+    // relaxed SIMD, the simd128 one elsewhere).
     let mut page_cpu = Vec::new();
     if args.browser && !args.skip_cpu {
-        for wasm in ["auto", "simd128"] {
+        for wasm in ["relaxed", "simd128"] {
             eprintln!("our page in headless Chromium without WebGPU (CPU engine, wasm {wasm}) …");
             page_cpu.push(page_run("cpu", wasm)?);
         }

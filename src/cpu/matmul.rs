@@ -186,6 +186,65 @@ pub fn matmul(
     }
 }
 
+/// A fixed int8 product for timing this build's kernels: `[8, 512] · [1024, 512]ᵀ` (4M
+/// multiply-adds, the shape of a decoder step's FFN product for a beam of 8) on made-up data.
+/// The page runs it in each of its two wasm builds and loads the faster (`web/worker.js`).
+pub struct Int8Probe {
+    x: Vec<f32>,
+    w: Q8Linear,
+}
+
+impl Int8Probe {
+    const ROWS: usize = 8;
+    const K: usize = 512;
+    const N: usize = 1024;
+
+    /// The data: a fixed pseudo-random sequence (the same in every build).
+    pub fn new() -> Self {
+        let mut state = 0x9e37_79b9_u32;
+        let mut next = move || {
+            state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            state
+        };
+        let x = (0..Self::ROWS * Self::K)
+            .map(|_| (next() >> 8) as f32 / (1u32 << 24) as f32 - 0.5)
+            .collect();
+        let m = QuantizedMatrix {
+            n: Self::N,
+            k: Self::K,
+            packed: (0..Self::N * Self::K / 4).map(|_| next()).collect(),
+            scale: vec![1.0 / 127.0; Self::N],
+        };
+        Self {
+            x,
+            w: Q8Linear::new(&m, &[]),
+        }
+    }
+
+    /// The activations `[8, 512]` and the weights.
+    pub fn parts(&self) -> (&[f32], &Q8Linear) {
+        (&self.x, &self.w)
+    }
+
+    /// Runs the product `reps` times on one thread; returns the sum of the last result, so
+    /// that no run can be skipped.
+    pub fn run(&self, reps: usize) -> f32 {
+        let mut sum = 0.0;
+        for _ in 0..reps {
+            sum = matmul(&self.x, Self::ROWS, &self.w, false, MatmulKind::Int8, 1)
+                .iter()
+                .sum();
+        }
+        sum
+    }
+}
+
+impl Default for Int8Probe {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// The activations as a kernel reads them.
 enum Input<'a> {
     F32(&'a [f32]),

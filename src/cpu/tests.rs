@@ -218,3 +218,33 @@ fn matmul_timing() {
         }
     }
 }
+
+#[test]
+fn the_kernel_probe_computes_its_product() {
+    // The page's timing probe (`KernelProbe` in web.rs) must do the real product: its result
+    // against one from the quantized values in plain Rust.
+    let probe = matmul::Int8Probe::new();
+    let got = probe.run(2);
+    assert_eq!(got, probe.run(1), "the same product every run");
+    let (x, w) = probe.parts();
+    let (q, s) = quantize_rows(x, w.k);
+    let mut want = 0.0f64;
+    for (i, row) in q.chunks_exact(w.k).enumerate() {
+        for r in 0..w.n {
+            let dot: i32 = row
+                .iter()
+                .zip(w.row(r))
+                .map(|(&a, &b)| i32::from(a) * i32::from(b))
+                .sum();
+            want += f64::from(dot as f32 * s[i] * w.scale[r]);
+        }
+    }
+    assert!(
+        want.abs() > 1.0,
+        "made-up data with a nonzero product: {want}"
+    );
+    assert!(
+        (f64::from(got) - want).abs() <= 1e-3 * want.abs().max(1.0),
+        "probe {got}, plain Rust {want}"
+    );
+}

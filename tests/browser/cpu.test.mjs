@@ -1,9 +1,10 @@
 // The page without WebGPU: the model loads on the int8 CPU engine (wasm SIMD) and translates
 // exactly as the native `translate --engine cpu` (AVX2 / AVX-512 VNNI) does, token for token: all
 // kernels are exact integer products over the same int8 quantization. Both wasm builds are
-// checked: the relaxed SIMD one (what Chromium loads) and the plain simd128 one (`?wasm=simd128`,
-// what browsers without relaxed SIMD load). With WebGPU the page offers the CPU engine as a
-// choice, and switching reloads the model on it.
+// checked, each forced: the relaxed SIMD one (`?wasm=relaxed`) and the plain simd128 one
+// (`?wasm=simd128`, what browsers without relaxed SIMD load); by default Chromium's worker loads
+// both, times them and keeps the faster, which depends on the CPU. With WebGPU the page offers
+// the CPU engine as a choice, and switching reloads the model on it.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
@@ -58,7 +59,7 @@ test('without WebGPU the page translates on the CPU engine, equal to native tran
   assert.equal(text.trim().split('\n').length, 20);
   const browser = await launch({ webgpu: false });
   try {
-    const { page, log, requests } = await openPage(browser, server.url);
+    const { page, log, requests } = await openPage(browser, `${server.url}?wasm=relaxed`);
     const say = () => log.join('\n');
     const first = await modelState(page, TIMEOUT_MS);
     assert.equal(first.state, 'ready', `page says: ${first.text}\n${say()}`);
@@ -66,7 +67,10 @@ test('without WebGPU the page translates on the CPU engine, equal to native tran
     assert.equal(await page.locator('#engine-notice').textContent(), NOTICE);
     assert.equal(await page.locator('#engine-row').isVisible(), false, 'no engine choice without WebGPU');
     assert.match(await page.locator('#model-info').textContent(), /M parameters, int8 · CPU \(WebAssembly SIMD\) · prepared in \d+ ms/);
-    assert.deepEqual(wasmFetched(requests), ['webnmt_relaxed_bg.wasm'], 'Chromium has relaxed SIMD: only the relaxed build is downloaded');
+    assert.equal(await page.locator('body').getAttribute('data-wasm'), 'relaxed');
+    // The service worker precaches both builds (Chromium has relaxed SIMD); the engine's worker
+    // fetches the one asked for.
+    assert.deepEqual(wasmFetched(requests), ['webnmt_bg.wasm', 'webnmt_relaxed_bg.wasm'], 'both builds are cached for offline use');
     await assertEqualsNative(page, text, say, 'wasm relaxed SIMD');
 
     // The rest of the page works as on the GPU: timings name the engine, the heatmap is drawn.
@@ -105,6 +109,13 @@ test('with WebGPU the page offers the CPU engine, and switching reloads the mode
     const say = () => log.join('\n');
     const first = await modelState(page, TIMEOUT_MS);
     assert.equal(first.state, 'ready', `page says: ${first.text}\n${say()}`);
+    // Without ?wasm= the worker timed both builds and says which it kept and why.
+    const chosen = await page.locator('body').getAttribute('data-wasm');
+    assert.ok(['relaxed', 'simd128'].includes(chosen), `data-wasm=${chosen}`);
+    const why = log.find((line) => line.includes('wasm build: '));
+    assert.match(why ?? '', new RegExp(`wasm build: ${chosen} \\(int8 product: relaxed [\\d.]+ ms, simd128 [\\d.]+ ms: relaxed SIMD is (faster|not clearly faster) here\\)`), say());
+    assert.equal(/: relaxed SIMD is faster here/.test(why), chosen === 'relaxed', why);
+    console.log(why);
     assert.equal(await page.locator('#engine-row').isVisible(), true, 'the engine choice is shown');
     assert.equal(await page.locator('#engine').inputValue(), 'gpu', 'WebGPU by default');
     assert.equal(await page.locator('#engine-notice').isVisible(), false);
@@ -137,8 +148,7 @@ test('the build without relaxed SIMD (?wasm=simd128) translates equal to native 
     const say = () => log.join('\n');
     const first = await modelState(page, TIMEOUT_MS);
     assert.equal(first.state, 'ready', `page says: ${first.text}\n${say()}`);
-    // The service worker precaches the build this browser would run (the relaxed one); the
-    // engine's worker fetches the one asked for.
+    assert.equal(await page.locator('body').getAttribute('data-wasm'), 'simd128');
     assert.ok(wasmFetched(requests).includes('webnmt_bg.wasm'), `the simd128 build is loaded: ${wasmFetched(requests)}`);
     await assertEqualsNative(page, text, say, 'wasm simd128');
   } finally {
