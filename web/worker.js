@@ -6,9 +6,10 @@
 // int8 dot product). The relaxed one is faster only where the browser makes that dot product
 // one instruction (x86 AVX-VNNI, ARM SDOT); elsewhere it is slower (README, Performance). So
 // where the browser validates relaxed SIMD (a module with an instruction the browser lacks does
-// not compile at all), the worker loads both, times the same int8 product in each
-// (KernelProbe, a few ms) and keeps the relaxed one only when it is clearly faster; elsewhere
-// it loads the simd128 build alone. `?wasm=simd128` or `?wasm=relaxed` on the worker's URL
+// not compile at all) and has no WebGPU, the worker loads both, times the same int8 product in
+// each (KernelProbe, a few ms) and keeps the relaxed one only when it is clearly faster; with
+// WebGPU (where the model runs on the GPU, and loading a second build would delay the first
+// translation) it loads the relaxed build alone; elsewhere the simd128 build alone. `?wasm=simd128` or `?wasm=relaxed` on the worker's URL
 // (app.js passes the page's own on) forces one. 'started' says which build runs and why.
 //
 // Engines: 'gpu' (WebGPU) or 'cpu' (the int8 CPU engine in wasm, simd128 kernels). A load asks
@@ -159,7 +160,21 @@ async function startWasm() {
     wasm = await loadBuild('webnmt_relaxed');
     return { name: 'relaxed', why: '?wasm=relaxed' };
   }
-  const [plain, relaxed] = await Promise.allSettled([loadBuild('webnmt'), loadBuild('webnmt_relaxed')]);
+  // With WebGPU the model runs on the GPU (the CPU engine only if the person picks it): the
+  // relaxed build alone, as the engine's own work is the same in both. Without WebGPU, both.
+  const relaxedLoad = loadBuild('webnmt_relaxed');
+  relaxedLoad.catch(() => {}); // awaited below
+  if (await webgpu) {
+    try {
+      wasm = await relaxedLoad;
+      return { name: 'relaxed', why: 'WebGPU is here, so the CPU builds were not timed' };
+    } catch (e) {
+      console.warn(`webnmt_relaxed did not load (${e}); using the simd128 build`);
+      wasm = await loadBuild('webnmt');
+      return { name: 'simd128', why: `the relaxed build did not load (${e})` };
+    }
+  }
+  const [plain, relaxed] = await Promise.allSettled([loadBuild('webnmt'), relaxedLoad]);
   if (relaxed.status === 'rejected') {
     if (plain.status === 'rejected') throw plain.reason;
     console.warn(`webnmt_relaxed did not load (${relaxed.reason}); using the simd128 build`);
