@@ -164,34 +164,34 @@ async function startWasm() {
   // relaxed build alone, as the engine's own work is the same in both. Without WebGPU, both.
   const relaxedLoad = loadBuild('webnmt_relaxed');
   relaxedLoad.catch(() => {}); // awaited below
-  if (await webgpu) {
-    try {
-      wasm = await relaxedLoad;
-      return { name: 'relaxed', why: 'WebGPU is here, so the CPU builds were not timed' };
-    } catch (e) {
-      console.warn(`webnmt_relaxed did not load (${e}); using the simd128 build`);
-      wasm = await loadBuild('webnmt');
-      return { name: 'simd128', why: `the relaxed build did not load (${e})` };
-    }
+  const plainLoad = (await webgpu) ? null : loadBuild('webnmt');
+  plainLoad?.catch(() => {}); // awaited below
+  let relaxed;
+  try {
+    relaxed = await relaxedLoad;
+  } catch (e) {
+    console.warn(`webnmt_relaxed did not load (${e}); using the simd128 build`);
+    wasm = await (plainLoad ?? loadBuild('webnmt'));
+    return { name: 'simd128', why: `the relaxed build did not load (${e})` };
   }
-  const [plain, relaxed] = await Promise.allSettled([loadBuild('webnmt'), relaxedLoad]);
-  if (relaxed.status === 'rejected') {
-    if (plain.status === 'rejected') throw plain.reason;
-    console.warn(`webnmt_relaxed did not load (${relaxed.reason}); using the simd128 build`);
-    wasm = plain.value;
-    return { name: 'simd128', why: `the relaxed build did not load (${relaxed.reason})` };
+  let plain;
+  try {
+    plain = await plainLoad;
+  } catch (e) {
+    wasm = relaxed;
+    return { name: 'relaxed', why: `the simd128 build did not load (${e})` };
   }
-  if (plain.status === 'rejected') {
-    wasm = relaxed.value;
-    return { name: 'relaxed', why: `the simd128 build did not load (${plain.reason})` };
+  if (!plain) {
+    wasm = relaxed;
+    return { name: 'relaxed', why: 'WebGPU is here, so the CPU builds were not timed' };
   }
-  const [plainMs, relaxedMs] = timeProbes([plain.value, relaxed.value]);
+  const [plainMs, relaxedMs] = timeProbes([plain, relaxed]);
   const times = `int8 product: relaxed ${relaxedMs.toFixed(1)} ms, simd128 ${plainMs.toFixed(1)} ms`;
   if (relaxedMs <= RELAXED_MARGIN * plainMs) {
-    wasm = relaxed.value;
+    wasm = relaxed;
     return { name: 'relaxed', why: `${times}: relaxed SIMD is faster here` };
   }
-  wasm = plain.value;
+  wasm = plain;
   return { name: 'simd128', why: `${times}: relaxed SIMD is not clearly faster here` };
 }
 

@@ -221,8 +221,9 @@ impl Int8Probe {
         }
     }
 
-    /// The activations `[8, 512]` and the weights.
-    pub fn parts(&self) -> (&[f32], &Q8Linear) {
+    /// The activations `[8, 512]` and the weights (for the test of its product).
+    #[cfg(test)]
+    pub(crate) fn parts(&self) -> (&[f32], &Q8Linear) {
         (&self.x, &self.w)
     }
 
