@@ -73,6 +73,10 @@ const PAGE_N_BEST = 4;
 const CPU_ENGINE = 'CPU (WebAssembly SIMD)';
 /** The one line the page shows when this browser has no WebGPU. */
 const NO_WEBGPU_NOTICE = `No WebGPU here: translating on the ${CPU_ENGINE}`;
+/** The line when its only WebGPU adapter is emulated on the CPU and the page chose the CPU engine. */
+const EMULATED_NOTICE = `WebGPU here runs on the CPU (an emulated GPU, many times slower than the CPU engine): translating on the ${CPU_ENGINE}; pick WebGPU above to use it anyway`;
+/** `?engine=gpu` or `?engine=cpu` on the page asks for that engine; otherwise the worker picks. */
+const ASKED_ENGINE = ['gpu', 'cpu'].find((e) => e === new URLSearchParams(location.search).get('engine'));
 /** The document preview shows this many rows (lines or cues) at most; the download has all. */
 const DOC_PREVIEW_ROWS = 2000;
 /** The largest file the page opens (a 1 MB text is about 15,000 sentences). */
@@ -83,8 +87,11 @@ const state = {
   defaults: null, // TranslateOptions from the wasm side
   models: [],
   model: null, // id of the model being loaded or loaded
-  engine: 'gpu', // the engine asked for: 'gpu' (WebGPU) or 'cpu'; the worker falls back to 'cpu'
+  // The engine asked for: 'auto' (WebGPU on a hardware adapter, else the CPU engine), 'gpu' or
+  // 'cpu' (the worker falls back to 'cpu' without WebGPU); set by ?engine= and the picker.
+  engine: ASKED_ENGINE ?? 'auto',
   webgpu: null, // whether the worker has WebGPU (null until it says)
+  emulated: false, // whether its WebGPU adapter is emulated on the CPU
   engineLabel: null, // [name, value] of the engine in the timings line
   ready: false,
   restarts: 0, // worker restarts after a panic or a GPU failure (at most one)
@@ -140,6 +147,8 @@ function startWorker() {
   // `?wasm=simd128` or `?wasm=relaxed` on the page forces a wasm build (see worker.js).
   const build = new URLSearchParams(location.search).get('wasm');
   if (build) url.searchParams.set('wasm', build);
+  // The engine the page asks for decides whether the worker times both builds.
+  if (state.engine !== 'auto') url.searchParams.set('engine', state.engine);
   const worker = new Worker(url, { type: 'module' });
   worker.addEventListener('message', (event) => onWorkerMessage(worker, event.data));
   worker.addEventListener('error', (event) => {
@@ -190,7 +199,7 @@ function onWorkerMessage(worker, message) {
         state.defaults.search.n_best = Math.min(PAGE_N_BEST, state.defaults.search.beam);
         fillOptions(state.defaults.search);
       }
-      showEngine(message.webgpu, message.webgpu ? state.engine : 'cpu');
+      showEngine(message.webgpu, message.emulated, null);
       // Which wasm build runs (worker.js chooses), for the curious and the tests.
       document.body.dataset.wasm = message.build.name;
       console.info(`wasm build: ${message.build.name} (${message.build.why})`);
@@ -257,16 +266,22 @@ async function loadIndex() {
 }
 
 /**
- * The engine picker and the no-WebGPU line: with WebGPU the picker offers both engines (showing
- * `engine`); without it only the line, since the CPU is the only choice.
+ * The engine picker and the engine line: with WebGPU the picker offers both engines (showing
+ * `engine`, the one running; null while none is); without it only the line, since the CPU is
+ * the only choice. The line also says why when the page itself chose the CPU engine over an
+ * emulated WebGPU adapter.
  */
-function showEngine(webgpu, engine) {
+function showEngine(webgpu, emulated, engine) {
   state.webgpu = webgpu;
+  state.emulated = emulated;
   ui.engineRow.hidden = !webgpu;
   ui.engine.disabled = !webgpu;
-  ui.engine.value = engine;
-  ui.engineNotice.hidden = webgpu;
-  ui.engineNotice.textContent = webgpu ? '' : NO_WEBGPU_NOTICE;
+  if (engine) ui.engine.value = engine;
+  let notice = '';
+  if (!webgpu) notice = NO_WEBGPU_NOTICE;
+  else if (emulated && engine === 'cpu' && state.engine === 'auto') notice = EMULATED_NOTICE;
+  ui.engineNotice.hidden = notice === '';
+  ui.engineNotice.textContent = notice;
 }
 
 function loadModel(id) {
@@ -295,10 +310,10 @@ function showProgress({ model, engine, loaded, total, fromCache }) {
   }
 }
 
-function onLoaded({ model, engine, webgpu, info, fromCache }) {
+function onLoaded({ model, engine, webgpu, emulated, info, fromCache }) {
   if (model !== state.model) return;
   state.ready = true;
-  showEngine(webgpu, engine);
+  showEngine(webgpu, emulated, engine);
   const name = state.models.find((m) => m.id === model)?.name ?? model;
   setStatus(ui.modelStatus, 'ready', `${name} is ready${fromCache ? ' (loaded from this device)' : ''}.`);
   state.langs = { source: info.source_lang, target: info.target_lang };
@@ -1049,7 +1064,7 @@ async function main() {
     ui.retry.addEventListener('click', () => window.location.reload(), { once: true });
     return;
   }
-  // Without WebGPU the worker loads the model on the CPU engine instead.
+  // Without WebGPU, or with only an emulated adapter, the worker loads it on the CPU engine.
   loadModel(id);
 }
 

@@ -6,19 +6,26 @@
 // int8 dot product). The relaxed one is faster only where the browser makes that dot product
 // one instruction (x86 AVX-VNNI, ARM SDOT); elsewhere it is slower (README, Performance). So
 // where the browser validates relaxed SIMD (a module with an instruction the browser lacks does
-// not compile at all) and has no WebGPU, the worker loads both, times the same int8 product in
-// each (KernelProbe, a few ms) and keeps the relaxed one only when it is clearly faster; with
-// WebGPU (where the model runs on the GPU, and loading a second build would delay the first
-// translation) it loads the relaxed build alone; elsewhere the simd128 build alone. `?wasm=simd128` or `?wasm=relaxed` on the worker's URL
-// (app.js passes the page's own on) forces one. 'started' says which build runs and why.
+// not compile at all) and the model will likely run on the CPU engine (see Engines), the worker
+// loads both, times the same int8 product in each (KernelProbe, a few ms) and keeps the relaxed
+// one only when it is clearly faster; where it will run on a GPU (and loading a second build
+// would delay the first translation) it loads the relaxed build alone; elsewhere the simd128
+// build alone. `?wasm=simd128` or `?wasm=relaxed` on the worker's URL (app.js passes the page's
+// own on) forces one. 'started' says which build runs and why.
 //
 // Engines: 'gpu' (WebGPU) or 'cpu' (the int8 CPU engine in wasm, simd128 kernels). A load asks
-// for one; without WebGPU (no navigator.gpu, no adapter granted, or WebGPU failing to open) the
-// model loads on the CPU instead, and 'loaded' says which engine runs it.
+// for one, or for 'auto': WebGPU when the browser grants a hardware adapter, the CPU engine when
+// it grants none or only a fallback adapter (a GPU emulated on the CPU, such as SwiftShader:
+// many times slower than the CPU engine, as `translate` decides natively). A load that asks for
+// 'gpu' without WebGPU (no navigator.gpu, no adapter granted, or WebGPU failing to open) loads
+// on the CPU instead; 'loaded' says which engine runs it. `?engine=gpu` or `?engine=cpu` on the
+// worker's URL (app.js passes the page's own on, and asks for that engine) only tells the build
+// choice above which engine the page will ask for.
 //
 // Messages from the page:
 //   { type: 'load', model, engine }            download (or read from the Cache API) and load a
-//                                              bundle on engine 'gpu' (the default) or 'cpu'
+//                                              bundle on engine 'auto' (the default), 'gpu' or
+//                                              'cpu'
 //   { type: 'translate', id, text, options }   translate; a newer request cancels an older one
 //   { type: 'document', id, segments, options } translate a document: segments are its lines (or
 //                                              subtitle cues), each translated as the box would;
@@ -26,12 +33,13 @@
 //   { type: 'cancel', id }                     stop document `id`
 //   { type: 'selfcheck' }                      run every WebGPU kernel against its CPU reference
 // Messages to the page:
-//   { type: 'started', defaults, webgpu, build } the wasm module is ready; the decoding
-//                                              defaults; whether WebGPU gives this worker an
-//                                              adapter; build = { name: 'simd128' | 'relaxed',
-//                                              why } (the wasm build, see above)
+//   { type: 'started', defaults, webgpu, emulated, build } the wasm module is ready; the
+//                                              decoding defaults; whether WebGPU gives this
+//                                              worker an adapter, and whether it is a fallback
+//                                              adapter (emulated on the CPU); build = { name:
+//                                              'simd128' | 'relaxed', why } (the wasm build)
 //   { type: 'progress', model, engine, loaded, total, fromCache }
-//   { type: 'loaded', model, engine, webgpu, info, fromCache }
+//   { type: 'loaded', model, engine, webgpu, emulated, info, fromCache }
 //   { type: 'load-error', model, error }       error = { kind, message }
 //   { type: 'result', id, result } / { type: 'translate-error', id, error }
 //   { type: 'document-progress', id, results, done, total, distinct }
@@ -79,6 +87,8 @@ const RELAXED_SIMD_PROBE = new Uint8Array([0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0
 
 /** `?wasm=` on the worker's URL: 'simd128' or 'relaxed' forces that build (see the top). */
 const ASKED_BUILD = new URL(self.location.href).searchParams.get('wasm');
+/** `?engine=` on the worker's URL: 'gpu' or 'cpu', the engine the page will ask for. */
+const ASKED_ENGINE = new URL(self.location.href).searchParams.get('engine');
 /** KernelProbe runs per timed call (about 2–10 ms each), untimed calls first, timed calls. */
 const PROBE = { reps: 8, warmup: 2, rounds: 4 };
 /** The relaxed build is kept only when its product takes at most this share of simd128's. */
@@ -113,18 +123,31 @@ function toError(e, kind = 'internal') {
   return { kind, message: e instanceof Error ? e.message : String(e) };
 }
 
-/** True when WebGPU can give this worker an adapter. */
-async function webgpuAvailable() {
-  if (!('gpu' in navigator) || !navigator.gpu) return false;
+/**
+ * What WebGPU gives this worker: 'none' (no navigator.gpu, or no adapter granted), 'emulated'
+ * (a fallback adapter: a GPU emulated on the CPU, such as SwiftShader; wgpu calls it
+ * DeviceType::Cpu) or 'hardware'.
+ */
+async function webgpuKind() {
+  if (!('gpu' in navigator) || !navigator.gpu) return 'none';
   try {
-    return (await navigator.gpu.requestAdapter()) !== null;
+    const adapter = await navigator.gpu.requestAdapter();
+    if (adapter === null) return 'none';
+    // GPUAdapterInfo.isFallbackAdapter; browsers before it had GPUAdapter.isFallbackAdapter.
+    return (adapter.info?.isFallbackAdapter ?? adapter.isFallbackAdapter) ? 'emulated' : 'hardware';
   } catch {
-    return false;
+    return 'none';
   }
 }
 
-/** Whether this worker has WebGPU, asked once: the answer does not change while it runs. */
-let webgpu = webgpuAvailable();
+/** What WebGPU gives this worker, asked once: the answer does not change while it runs. */
+let webgpu = webgpuKind();
+
+/** The engine a load asking for `requested` ('auto', 'gpu' or 'cpu') uses with WebGPU `kind`. */
+function engineFor(requested, kind) {
+  if (kind === 'none' || requested === 'cpu') return 'cpu';
+  return requested === 'gpu' || kind === 'hardware' ? 'gpu' : 'cpu';
+}
 
 async function loadBuild(build) {
   const glue = await import(`./${build}.js`);
@@ -160,11 +183,12 @@ async function startWasm() {
     wasm = await loadBuild('webnmt_relaxed');
     return { name: 'relaxed', why: '?wasm=relaxed' };
   }
-  // With WebGPU the model runs on the GPU (the CPU engine only if the person picks it): the
-  // relaxed build alone, as the engine's own work is the same in both. Without WebGPU, both.
+  // When the model will run on the GPU (the CPU engine only if the person picks it): the
+  // relaxed build alone, as the engine's own work is the same in both. Otherwise both.
   const relaxedLoad = loadBuild('webnmt_relaxed');
   relaxedLoad.catch(() => {}); // awaited below
-  const plainLoad = (await webgpu) ? null : loadBuild('webnmt');
+  const onGpu = engineFor(ASKED_ENGINE ?? 'auto', await webgpu) === 'gpu';
+  const plainLoad = onGpu ? null : loadBuild('webnmt');
   plainLoad?.catch(() => {}); // awaited below
   let relaxed;
   try {
@@ -183,7 +207,7 @@ async function startWasm() {
   }
   if (!plain) {
     wasm = relaxed;
-    return { name: 'relaxed', why: 'WebGPU is here, so the CPU builds were not timed' };
+    return { name: 'relaxed', why: 'the model runs on WebGPU here, so the CPU builds were not timed' };
   }
   const [plainMs, relaxedMs] = timeProbes([plain, relaxed]);
   const times = `int8 product: relaxed ${relaxedMs.toFixed(1)} ms, simd128 ${plainMs.toFixed(1)} ms`;
@@ -195,8 +219,8 @@ async function startWasm() {
   return { name: 'simd128', why: `${times}: relaxed SIMD is not clearly faster here` };
 }
 
-const ready = Promise.all([startWasm(), webgpu]).then(([build, available]) => {
-  self.postMessage({ type: 'started', defaults: wasm.defaultOptions(), webgpu: available, build });
+const ready = Promise.all([startWasm(), webgpu]).then(([build, kind]) => {
+  self.postMessage({ type: 'started', defaults: wasm.defaultOptions(), webgpu: kind !== 'none', emulated: kind === 'emulated', build });
 });
 
 /** The no-WebGPU error (the self-check's); its sentence (from the wasm side) says which browsers and settings work. */
@@ -268,12 +292,11 @@ let loadedModel = null;
 
 /**
  * Downloads (or reads from the cache), verifies and loads model `id` of models/index.json on
- * `requested` ('gpu' or 'cpu'); on the CPU when this worker has no WebGPU.
+ * `requested` ('auto', 'gpu' or 'cpu'; see engineFor).
  */
 async function load(id, requested) {
   await ready;
-  const hasWebgpu = await webgpu;
-  let engine = requested === 'cpu' || !hasWebgpu ? 'cpu' : 'gpu';
+  let engine = engineFor(requested, await webgpu);
   const indexUrl = new URL('models/index.json', self.location.href);
   const { text: indexText } = await fetchJson(indexUrl);
   const entry = JSON.parse(indexText).models.find((m) => m.id === id);
@@ -343,7 +366,7 @@ async function load(id, requested) {
       // An adapter was granted but WebGPU would not open: the CPU engine still translates.
       if (engine !== 'gpu' || toError(e).kind !== 'no-webgpu') throw e;
       console.warn(`WebGPU did not open (${toError(e).message}); loading the model on the CPU`);
-      webgpu = Promise.resolve(false);
+      webgpu = Promise.resolve('none');
       engine = 'cpu';
       translator = await wasm.Translator.load(manifestBytes, files, engine);
     }
@@ -364,7 +387,8 @@ async function load(id, requested) {
   } catch (e) {
     console.warn(`could not store the model for offline use: ${e.message}`);
   }
-  self.postMessage({ type: 'loaded', model: id, engine, webgpu: await webgpu, info: translator.info(), fromCache: allCached });
+  const kind = await webgpu;
+  self.postMessage({ type: 'loaded', model: id, engine, webgpu: kind !== 'none', emulated: kind === 'emulated', info: translator.info(), fromCache: allCached });
 }
 
 // Translation requests: one runs at a time; a newer one makes the running one's `cancelled`
@@ -580,7 +604,7 @@ self.addEventListener('message', (event) => {
       if (documentJob) stopDocument(documentJob);
       loading = loading
         .then(() => running)
-        .then(() => load(message.model, message.engine ?? 'gpu'))
+        .then(() => load(message.model, message.engine ?? 'auto'))
         .catch((e) => self.postMessage({ type: 'load-error', model: message.model, error: toError(e) }));
       break;
     case 'translate':
@@ -597,7 +621,7 @@ self.addEventListener('message', (event) => {
       // WebGPU only: without it, say so before opening anything.
       ready
         .then(() => webgpu)
-        .then((available) => (available ? wasm.selfCheck() : Promise.reject(noWebgpuError())))
+        .then((kind) => (kind !== 'none' ? wasm.selfCheck() : Promise.reject(noWebgpuError())))
         .then((report) => self.postMessage({ type: 'selfcheck', report }))
         .catch((e) => self.postMessage({ type: 'selfcheck-error', error: toError(e) }));
       break;

@@ -38,7 +38,8 @@ test('20 de→en sentences in the page equal the native translate binary, token 
 
   const browser = await launch({ webgpu: true });
   try {
-    const { page, log } = await openPage(browser, server.url);
+    // WebGPU asked for: by default the page picks the CPU engine over SwiftShader (cpu.test.mjs).
+    const { page, log } = await openPage(browser, `${server.url}?engine=gpu`);
     const first = await modelState(page);
     assert.equal(first.state, 'ready', `page says: ${first.text}\n${log.join('\n')}`);
     await page.selectOption('#model', 'de-en');

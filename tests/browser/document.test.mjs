@@ -120,7 +120,8 @@ test('SwiftShader: the first sentence of a pasted 50-sentence text shows within 
   assert.equal(text.trim().split('\n').length, 50);
   const browser = await launch({ webgpu: true });
   try {
-    const { page, log } = await openPage(browser, server.url);
+    // WebGPU asked for: by default the page picks the CPU engine over SwiftShader.
+    const { page, log } = await openPage(browser, `${server.url}?engine=gpu`);
     const say = () => log.join('\n');
     assert.equal((await modelState(page, TIMEOUT_MS)).state, 'ready', say());
     await page.selectOption('#model', 'de-en');

@@ -1,6 +1,8 @@
 // The translation page as a visitor uses it, with the default model (ko→en): the download with
 // its progress bar, a translation with the n-best list and the heatmap, HTML typed as input, the
-// requests the page makes, and a second visit with the server stopped (offline).
+// requests the page makes, and a second visit with the server stopped (offline). On WebGPU
+// (`?engine=gpu`): by default the page runs the CPU engine on an emulated adapter such as this
+// machine's SwiftShader (cpu.test.mjs); a visitor with a hardware GPU gets WebGPU.
 //
 // The tests of this file share one browser context and run in order: the offline test relies
 // on the first visit of the tests before it.
@@ -20,7 +22,7 @@ before(async () => {
   server = await serveStatic();
   browser = await launch({ webgpu: true });
   opened = Date.now();
-  session = await openPage(browser, server.url);
+  session = await openPage(browser, `${server.url}?engine=gpu`);
 });
 after(async () => {
   await browser?.close();
@@ -42,6 +44,11 @@ test('the default model downloads with the progress bar reaching 100% and become
   // The bytes come from the manifest: 14.0 MB weights + two tokenizers = 15.1 MB.
   assert.match(progress, /^15\.1 MB of 15\.1 MB downloaded \(100%\)$/, progress);
   assert.match(await page.locator('#model-info').textContent(), /M parameters, int8 · GPU: .*BrowserWebGpu/);
+  // On WebGPU the worker loads one build (the relaxed one here), untimed.
+  assert.equal(await page.locator('body').getAttribute('data-wasm'), 'relaxed');
+  assert.ok(session.log.some((line) => line.includes('wasm build: relaxed (the model runs on WebGPU here, so the CPU builds were not timed)')), say());
+  assert.equal(await page.locator('#engine').inputValue(), 'gpu');
+  assert.equal(await page.locator('#engine-notice').isVisible(), false);
   assert.equal(await page.locator('#translate').isEnabled(), true);
   console.log(`first visit: model ready ${readyS} s after opening the page; ${progress}`);
   await screenshot(page, 'loaded');
@@ -186,7 +193,7 @@ test('after an engine panic the page starts a fresh worker once and says so; aft
   const { page } = session;
   // The wasm panic hook (src/web.rs) calls the worker's self.onwasmpanic; call it the same way.
   const panic = async () => {
-    const worker = page.workers().find((w) => w.url().endsWith('/worker.js'));
+    const worker = page.workers().find((w) => new URL(w.url()).pathname.endsWith('/worker.js'));
     assert.ok(worker, `the engine worker runs (workers: ${page.workers().map((w) => w.url())})`);
     await worker.evaluate(() => self.onwasmpanic('panicked at src/infer/mod.rs: simulated'));
   };
