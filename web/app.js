@@ -90,8 +90,6 @@ const state = {
   // The engine asked for: 'auto' (WebGPU on a hardware adapter, else the CPU engine), 'gpu' or
   // 'cpu' (the worker falls back to 'cpu' without WebGPU); set by ?engine= and the picker.
   engine: ASKED_ENGINE ?? 'auto',
-  webgpu: null, // whether the worker has WebGPU (null until it says)
-  emulated: false, // whether its WebGPU adapter is emulated on the CPU
   engineLabel: null, // [name, value] of the engine in the timings line
   ready: false,
   restarts: 0, // worker restarts after a panic or a GPU failure (at most one)
@@ -272,8 +270,6 @@ async function loadIndex() {
  * emulated WebGPU adapter.
  */
 function showEngine(webgpu, emulated, engine) {
-  state.webgpu = webgpu;
-  state.emulated = emulated;
   ui.engineRow.hidden = !webgpu;
   ui.engine.disabled = !webgpu;
   if (engine) ui.engine.value = engine;

@@ -143,6 +143,11 @@ async function webgpuKind() {
 /** What WebGPU gives this worker, asked once: the answer does not change while it runs. */
 let webgpu = webgpuKind();
 
+/** The 'started' and 'loaded' messages' view of `kind`: whether there is WebGPU, and emulated. */
+function adapterFields(kind) {
+  return { webgpu: kind !== 'none', emulated: kind === 'emulated' };
+}
+
 /** The engine a load asking for `requested` ('auto', 'gpu' or 'cpu') uses with WebGPU `kind`. */
 function engineFor(requested, kind) {
   if (kind === 'none' || requested === 'cpu') return 'cpu';
@@ -220,7 +225,7 @@ async function startWasm() {
 }
 
 const ready = Promise.all([startWasm(), webgpu]).then(([build, kind]) => {
-  self.postMessage({ type: 'started', defaults: wasm.defaultOptions(), webgpu: kind !== 'none', emulated: kind === 'emulated', build });
+  self.postMessage({ type: 'started', defaults: wasm.defaultOptions(), ...adapterFields(kind), build });
 });
 
 /** The no-WebGPU error (the self-check's); its sentence (from the wasm side) says which browsers and settings work. */
@@ -387,8 +392,7 @@ async function load(id, requested) {
   } catch (e) {
     console.warn(`could not store the model for offline use: ${e.message}`);
   }
-  const kind = await webgpu;
-  self.postMessage({ type: 'loaded', model: id, engine, webgpu: kind !== 'none', emulated: kind === 'emulated', info: translator.info(), fromCache: allCached });
+  self.postMessage({ type: 'loaded', model: id, engine, ...adapterFields(await webgpu), info: translator.info(), fromCache: allCached });
 }
 
 // Translation requests: one runs at a time; a newer one makes the running one's `cancelled`
