@@ -18,9 +18,12 @@
 #    yourself after reading the scores (target/improve/PAIR/*.json).
 #
 # Environment: WEBNMT_RUNS, MIN_GAIN, TRAIN_ARGS (flags for `train`; default
-# "--warmup-steps 400 --lr-factor 0.3 --eval-every 200": a continuation's learning rate peaks at
-# about the shipped run's final one, and a checkpoint is at most ~10 CPU minutes old; keep the
-# same flags across rounds, the schedule is computed from them), SKIP_TRAIN=1 (only compare and
+# "--warmup-steps 400 --lr-factor 0.3 --eval-every 200 --patience 0": a continuation's learning
+# rate peaks at about the shipped run's final one, a checkpoint is at most ~10 CPU minutes old,
+# and no early stopping: the dev-BLEU gate below judges a round, and the news validation loss
+# stays flat for thousands of steps while dev BLEU still moves; keep the same flags across
+# rounds, the schedule is computed from them; a run that stopped early goes on with
+# `--patience 0`), SKIP_TRAIN=1 (only compare and
 # promote), RUN_DIR (another run's directory, e.g. an A/B arm or an unpacked GPU run).
 set -euo pipefail
 shopt -s inherit_errexit # a failing score() inside $(…) stops the script
@@ -55,7 +58,7 @@ if [ "${SKIP_TRAIN:-0}" != 1 ]; then
   # --init-from only applies when there is no checkpoint; --resume only when there is one.
   # shellcheck disable=SC2086 # TRAIN_ARGS is a list of flags
   nice -n 19 target/release/train --config "$config" --run-dir "$run_dir" --device auto \
-    --resume --init-from "$shipped" --max-minutes "$minutes" ${TRAIN_ARGS:---warmup-steps 400 --lr-factor 0.3 --eval-every 200} \
+    --resume --init-from "$shipped" --max-minutes "$minutes" ${TRAIN_ARGS:---warmup-steps 400 --lr-factor 0.3 --eval-every 200 --patience 0} \
     2>&1 | tee -a "$run_dir.log"
 fi
 [ -f "$run_dir/bundle/manifest.json" ] || { echo "no bundle in $run_dir/bundle: train first" >&2; exit 1; }

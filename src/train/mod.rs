@@ -31,6 +31,10 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+/// How `TrainState::stopped` begins when validation stopped improving: a resumed run with a
+/// larger `patience` (or 0) goes on from there.
+const EARLY_STOPPING: &str = "early stopping";
+
 /// Training settings. Defaults are the reference implementation's where it gives one.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -187,6 +191,11 @@ pub struct TrainData<'a> {
 }
 
 impl TrainOptions {
+    /// Whether `evals` validations without improvement end the run.
+    fn stops_early(&self, evals: usize) -> bool {
+        self.patience > 0 && evals >= self.patience
+    }
+
     /// Checks values that would make the loop meaningless.
     pub fn validate(&self) -> Result<(), TrainError> {
         let fail = |m: String| Err(TrainError::Options(m));
@@ -357,13 +366,30 @@ pub fn train(
             .load(dir.join("optim.bpk"))
             .map_err(|e| bad(format!("{e:?}")))?;
     }
-    if let Some(reason) = &state.stopped {
-        return Ok(TrainSummary {
-            state: state.clone(),
-            device_batches: vec![0; workers.len()],
-            best_model: best_dir.join("model.bpk"),
-        })
-        .inspect(|_| eprintln!("this run already finished ({reason}); nothing to resume"));
+    if let Some(reason) = state.stopped.clone() {
+        let early = reason.starts_with(EARLY_STOPPING);
+        if early && !options.stops_early(state.evals_without_improvement) {
+            eprintln!(
+                "continuing a run that had stopped ({reason}): --patience {} lets it go on",
+                options.patience
+            );
+            state.stopped = None;
+        } else {
+            let how = if early {
+                format!(
+                    "; --patience 0 (or more than {}) continues it",
+                    state.evals_without_improvement
+                )
+            } else {
+                String::new()
+            };
+            eprintln!("this run already finished ({reason}); nothing to resume{how}");
+            return Ok(TrainSummary {
+                state,
+                device_batches: vec![0; workers.len()],
+                best_model: best_dir.join("model.bpk"),
+            });
+        }
     }
 
     let half = options.precision.resolve(&workers)?;
@@ -546,9 +572,9 @@ pub fn train(
                     } else {
                         state.evals_without_improvement += 1;
                     }
-                    if options.patience > 0 && state.evals_without_improvement >= options.patience {
+                    if options.stops_early(state.evals_without_improvement) {
                         state.stopped = Some(format!(
-                            "early stopping: no validation improvement ≥ {} in {} evaluations",
+                            "{EARLY_STOPPING}: no validation improvement ≥ {} in {} evaluations",
                             options.min_delta, options.patience
                         ));
                     }
