@@ -104,8 +104,9 @@ fn cpu_error(e: CpuError) -> JsValue {
         CpuError::Fuse { .. } => error("bundle", e),
         CpuError::Options(_) => error("options", e),
         CpuError::Search(_) => error("search", e),
-        // The pipeline never asks for these: a bug here, not a problem of the model or options.
-        CpuError::Request(_) | CpuError::Step(_) => error("internal", e),
+        // The pipeline never asks for these, and the page's engine has no pool threads: a bug
+        // here, not a problem of the model or options.
+        CpuError::Request(_) | CpuError::Step(_) | CpuError::Threads(_) => error("internal", e),
     }
 }
 

@@ -15,10 +15,11 @@
 //! SIMD kernel in the page's second build, feature `relaxed-simd`). Kernels compute one row of
 //! `x` against four rows of `W` at once, so `x` is loaded once per four outputs.
 //!
-//! Natively, large products split the rows of `W` (output features) across `threads` scoped
-//! threads; every output is computed the same way whatever the split, so the thread count
+//! Natively, large products split the rows of `W` (output features) across the threads of a
+//! [`Pool`] (started once; starting threads per product cost more than it saved); every output is computed the same way whatever the split, so the thread count
 //! never changes a result.
 
+use super::pool::Pool;
 use crate::weights::QuantizedMatrix;
 
 /// How [`matmul`] multiplies (see the module docs).
@@ -34,10 +35,11 @@ pub enum MatmulKind {
     Int8,
 }
 
-/// Products below this many multiply-adds run on the calling thread: spawning scoped threads
-/// costs tens of microseconds (far more when the other cores are busy), the time of about 2^21
-/// multiply-adds. So a decoder step splits only its output projection, and only with beams.
-const PARALLEL_MIN_MACS: usize = 1 << 21;
+/// Products below this many multiply-adds (a few µs) run on the calling thread alone. A round
+/// trip to a spinning worker costs about 60 ns on the 2-vCPU machine this was tuned on
+/// (`pool::tests::round_trip_timing`); the parts' buffers and the copy back into `y` cost more,
+/// and a small product split in two gained nothing there.
+const PARALLEL_MIN_MACS: usize = 1 << 18;
 
 /// A linear layer for the CPU: int8 weights `[n, k]` row-major, one scale and one bias per row.
 #[derive(Clone, Debug, PartialEq)]
@@ -164,7 +166,8 @@ pub fn quantize_rows(x: &[f32], k: usize) -> (Vec<i8>, Vec<f32>) {
     (q, scales)
 }
 
-/// `y = x · Wᵀ + b` (then `max(0, y)` when `relu`), with `kind`, on up to `threads` threads.
+/// `y = x · Wᵀ + b` (then `max(0, y)` when `relu`), with `kind`, on up to `threads.threads()`
+/// threads.
 ///
 /// # Shapes
 /// `x`: `[m, k]`; returns `[m, n]`.
@@ -174,7 +177,7 @@ pub fn matmul(
     w: &Q8Linear,
     relu: bool,
     kind: MatmulKind,
-    threads: usize,
+    threads: &Pool,
 ) -> Vec<f32> {
     assert_eq!(x.len(), m * w.k, "x must be [m, k] = [{m}, {}]", w.k);
     match kind {
@@ -231,8 +234,9 @@ impl Int8Probe {
     /// that no run can be skipped.
     pub fn run(&self, reps: usize) -> f32 {
         let mut sum = 0.0;
+        let one = Pool::new(1).expect("no threads to start");
         for _ in 0..reps {
-            sum = matmul(&self.x, Self::ROWS, &self.w, false, MatmulKind::Int8, 1)
+            sum = matmul(&self.x, Self::ROWS, &self.w, false, MatmulKind::Int8, &one)
                 .iter()
                 .sum();
         }
@@ -254,41 +258,32 @@ enum Input<'a> {
 }
 
 /// Splits the output features across threads (natively) and runs [`block`] on each part.
-fn run(m: usize, w: &Q8Linear, relu: bool, threads: usize, input: &Input<'_>) -> Vec<f32> {
+fn run(m: usize, w: &Q8Linear, relu: bool, threads: &Pool, input: &Input<'_>) -> Vec<f32> {
     let n = w.n;
     let mut y = vec![0.0f32; m * n];
-    let parts = if m * n * w.k < PARALLEL_MIN_MACS || cfg!(target_arch = "wasm32") {
-        1
-    } else {
-        threads.clamp(1, n.div_ceil(4).max(1))
-    };
-    if parts <= 1 {
-        block(m, w, relu, input, 0..n, &mut y, n);
-        return y;
-    }
-    #[cfg(not(target_arch = "wasm32"))]
-    {
+    let parts = threads.threads().min(n.div_ceil(4));
+    if parts > 1 && m * n * w.k >= PARALLEL_MIN_MACS {
         // Whole groups of four rows per part, so every output goes through the same kernel.
         let per = n.div_ceil(4).div_ceil(parts) * 4;
-        let ranges: Vec<std::ops::Range<usize>> = (0..n)
+        let mut parts: Vec<(std::ops::Range<usize>, Vec<f32>)> = (0..n)
             .step_by(per)
-            .map(|start| start..(start + per).min(n))
+            .map(|start| {
+                let range = start..(start + per).min(n);
+                let local = vec![0.0; m * range.len()];
+                (range, local)
+            })
             .collect();
-        let mut locals: Vec<Vec<f32>> = ranges.iter().map(|r| vec![0.0; m * r.len()]).collect();
-        std::thread::scope(|scope| {
-            let (first, rest) = locals.split_first_mut().expect("at least one part");
-            for (range, local) in ranges[1..].iter().zip(rest) {
-                let range = range.clone();
-                scope.spawn(move || block(m, w, relu, input, range.clone(), local, range.len()));
-            }
-            block(m, w, relu, input, ranges[0].clone(), first, ranges[0].len());
+        threads.for_each_mut(&mut parts, |_, (range, local)| {
+            block(m, w, relu, input, range.clone(), local, range.len())
         });
-        for (range, local) in ranges.iter().zip(&locals) {
+        for (range, local) in &parts {
             for (dst, src) in y.chunks_exact_mut(n).zip(local.chunks_exact(range.len())) {
                 dst[range.clone()].copy_from_slice(src);
             }
         }
+        return y;
     }
+    block(m, w, relu, input, 0..n, &mut y, n);
     y
 }
 

@@ -20,6 +20,7 @@
 
 pub mod matmul;
 pub mod ops;
+pub mod pool;
 #[cfg(test)]
 mod tests;
 
@@ -67,6 +68,9 @@ pub enum CpuError {
         first: String,
         first_k: usize,
     },
+    /// The pool threads would not start.
+    #[error(transparent)]
+    Threads(#[from] pool::PoolError),
     /// Impossible search options.
     #[error(transparent)]
     Options(#[from] OptionsError),
@@ -151,6 +155,8 @@ pub struct CpuEncoded {
 pub struct CpuEngine {
     config: ModelConfig,
     options: CpuOptions,
+    /// The threads of large products (`options.threads` of them).
+    threads: pool::Pool,
     source_tokenizer: Tokenizer,
     target_tokenizer: Tokenizer,
     /// `[src_vocab, d_model]`, no bias.
@@ -263,6 +269,7 @@ impl CpuEngine {
             tgt_embed: embedding(Stack::Decoder)?,
             config,
             options,
+            threads: pool::Pool::new(options.threads)?,
             source_tokenizer: bundle.source_tokenizer,
             target_tokenizer: bundle.target_tokenizer,
             encoder,
@@ -311,7 +318,7 @@ impl CpuEngine {
     }
 
     fn matmul(&self, x: &[f32], m: usize, w: &Q8Linear, relu: bool) -> Vec<f32> {
-        matmul::matmul(x, m, w, relu, self.options.matmul, self.options.threads)
+        matmul::matmul(x, m, w, relu, self.options.matmul, &self.threads)
     }
 
     fn eps(&self) -> f32 {

@@ -3,6 +3,7 @@
 //! --nocapture`).
 
 use super::matmul::{self, MatmulKind, Q8Linear, portable, quantize_rows};
+use super::pool::Pool;
 use crate::reference::{self, compare};
 use crate::weights::QuantizedMatrix;
 use rand::rngs::SmallRng;
@@ -10,6 +11,10 @@ use rand::{Rng, SeedableRng};
 
 fn random(rng: &mut SmallRng, len: usize) -> Vec<f32> {
     (0..len).map(|_| rng.random_range(-1.0..1.0)).collect()
+}
+
+fn pool(threads: usize) -> Pool {
+    Pool::new(threads).expect("the pool's threads start")
 }
 
 fn problem(
@@ -48,7 +53,7 @@ fn matmul_f32_matches_reference() {
                     &Q8Linear::new(&w, &b),
                     relu,
                     MatmulKind::F32,
-                    threads,
+                    &pool(threads),
                 );
                 let c = compare(&got, &want, 1e-4, 1e-4);
                 assert!(
@@ -75,7 +80,14 @@ fn matmul_int8_matches_reference_on_quantized_activations() {
             .map(|(i, &v)| f32::from(v) * sx[i / k])
             .collect();
         let want = reference::matmul_q8(&xq, m, &w, &b, false);
-        let got = matmul::matmul(&x, m, &Q8Linear::new(&w, &b), false, MatmulKind::Int8, 2);
+        let got = matmul::matmul(
+            &x,
+            m,
+            &Q8Linear::new(&w, &b),
+            false,
+            MatmulKind::Int8,
+            &pool(2),
+        );
         let c = compare(&got, &want, 1e-4, 1e-4);
         assert!(c.passed(), "[{m}, {n}, {k}]: {c:?}");
         let exact = reference::matmul_q8(&x, m, &w, &b, false);
@@ -139,7 +151,7 @@ fn matmul_int8_equals_portable_kernels_exactly() {
         let lin = Q8Linear::new(&w, &b);
         let (q, sx) = quantize_rows(&x, k);
         for relu in [false, true] {
-            let got = matmul::matmul(&x, m, &lin, relu, MatmulKind::Int8, 1);
+            let got = matmul::matmul(&x, m, &lin, relu, MatmulKind::Int8, &pool(1));
             for i in 0..m {
                 for r in 0..n {
                     let d = portable::dot4_i8(&q[i * k..][..k], [lin.row(r); 4])[0];
@@ -202,10 +214,11 @@ fn matmul_timing() {
             for kind in [MatmulKind::F32, MatmulKind::Int8] {
                 let flops = 2.0 * (m * n * k) as f64;
                 let reps = ((2e9 / flops) as usize).clamp(3, 20_000);
-                let mut y = matmul::matmul(&x, m, &w, false, kind, threads);
+                let pool = pool(threads);
+                let mut y = matmul::matmul(&x, m, &w, false, kind, &pool);
                 let start = std::time::Instant::now();
                 for _ in 0..reps {
-                    y = matmul::matmul(&x, m, &w, false, kind, threads);
+                    y = matmul::matmul(&x, m, &w, false, kind, &pool);
                 }
                 let secs = start.elapsed().as_secs_f64();
                 std::hint::black_box(&y);
