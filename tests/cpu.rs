@@ -35,6 +35,16 @@ fn engine(matmul: MatmulKind) -> CpuEngine {
     CpuEngine::with_options(bundle(), CpuOptions { matmul, threads: 1 }).expect("engine loads")
 }
 
+/// Beam 4 in one group, its whole n-best list.
+fn beam4() -> SearchOptions {
+    SearchOptions {
+        beam: 4,
+        groups: 1,
+        n_best: 4,
+        ..SearchOptions::default()
+    }
+}
+
 fn burn() -> (Transformer, Device) {
     let device = Device::flex();
     let model = Transformer::from_bundle(&bundle(), &device).expect("bundle fits the model");
@@ -177,12 +187,7 @@ fn cpu_greedy_equals_burn_greedy_on_50_sentences() {
 #[test]
 fn cpu_beam_search_equals_burn_beam_search() {
     let (model, device) = burn();
-    let options = SearchOptions {
-        beam: 4,
-        groups: 1,
-        n_best: 4,
-        ..SearchOptions::default()
-    };
+    let options = beam4();
     for kind in [MatmulKind::F32, MatmulKind::Int8] {
         let engine = engine(kind);
         let sources = sources(&engine);
@@ -321,12 +326,7 @@ fn cpu_batched_search_equals_one_at_a_time() {
 /// searches, whose products are large enough to be split.
 #[test]
 fn cpu_threads_do_not_change_results() {
-    let beam4 = SearchOptions {
-        beam: 4,
-        groups: 1,
-        n_best: 4,
-        ..SearchOptions::default()
-    };
+    let beam4 = beam4();
     for kind in [MatmulKind::F32, MatmulKind::Int8] {
         let one = engine(kind);
         let three = CpuEngine::with_options(
