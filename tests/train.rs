@@ -494,8 +494,6 @@ fn a_gpu_backend_trains_in_f16_mixed_precision_by_default_and_follows_f32() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A run that ends at its epoch limit validates, checkpoints and exports at its last step even
-/// when that step is not a validation step, and when the epoch's last batches make no full step.
 /// A run that stopped early stays stopped on `--resume` (and says how to go on); with a
 /// patience that no longer stops it, it continues from its checkpoint to the step limit.
 #[test]
@@ -504,29 +502,23 @@ fn an_early_stopped_run_continues_when_the_patience_allows() {
     let edits = [("patience = 0", "patience = 1\nmin_delta = 100.0")];
     let (dir, config) = edited_config("early-stop", 60, 10, &edits);
     let run = dir.join("run");
-    let out = train_cmd(&config).output().expect("train runs");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    let train = |args: &[&str]| {
+        let out = train_cmd(&config).args(args).output().expect("train runs");
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{stderr}");
+        stderr
+    };
+    let stderr = train(&[]);
     assert!(stderr.contains("done: 20 steps"), "{stderr}");
 
-    let out = train_cmd(&config)
-        .arg("--resume")
-        .output()
-        .expect("resume runs");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    let stderr = train(&["--resume"]);
     assert!(
         stderr.contains("nothing to resume; --patience 0 (or more than 1) continues it"),
         "{stderr}"
     );
     assert_eq!(losses(&run).last().map(|r| r.0), Some(20));
 
-    let out = train_cmd(&config)
-        .args(["--resume", "--patience", "0"])
-        .output()
-        .expect("resume runs");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    let stderr = train(&["--resume", "--patience", "0"]);
     assert!(
         stderr.contains("continuing a run that had stopped (early stopping"),
         "{stderr}"
@@ -537,6 +529,8 @@ fn an_early_stopped_run_continues_when_the_patience_allows() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A run that ends at its epoch limit validates, checkpoints and exports at its last step even
+/// when that step is not a validation step, and when the epoch's last batches make no full step.
 #[test]
 fn the_epoch_limit_ends_with_a_validation_and_an_export() {
     let edits = [

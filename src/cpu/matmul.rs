@@ -16,8 +16,8 @@
 //! `x` against four rows of `W` at once, so `x` is loaded once per four outputs.
 //!
 //! Natively, large products split the rows of `W` (output features) across the threads of a
-//! [`Pool`] (started once; starting threads per product cost more than it saved); every output is computed the same way whatever the split, so the thread count
-//! never changes a result.
+//! [`Pool`] (started once: starting threads per product cost more than it saved); every output
+//! is computed the same way whatever the split, so the thread count never changes a result.
 
 use super::pool::Pool;
 use crate::weights::QuantizedMatrix;

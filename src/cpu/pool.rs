@@ -179,7 +179,7 @@ fn work(slot: &Slot) {
             if slot.stop.load(Ordering::Relaxed) {
                 return;
             }
-            spins += 1;
+            spins = spins.wrapping_add(1);
             if !spins.is_multiple_of(64) || idle_since.elapsed() < SPIN {
                 std::hint::spin_loop();
                 continue;
