@@ -15,8 +15,12 @@
 #        reads the target tokens/s of the steps after the first window from metrics.csv;
 #     2. trains for the rest of MINUTES with the fastest setting, starting from the shipped
 #        bundle's weights (a checkpoint with its Adam state is ~165 MB for ko-en `small`, over
-#        the 64 MiB that travels to the machine); the warm-up is divided by the batch's
-#        multiple k of 4096 tokens, so the rate at a given token count grows by sqrt(k);
+#        the 64 MiB that travels to the machine), or with INIT_FROM=none from random weights
+#        and tokenizers of its own (trained once, by the first probe); the warm-up is divided by
+#        the batch's multiple k of 4096 tokens, so the rate at a given token count grows by
+#        sqrt(k). TRAIN_ARGS are more flags for the probes and the run (a recipe, e.g.
+#        "--src-vocab 8000 --tgt-vocab 8000 --dropout 0.3 --label-smoothing 0.2"; a schedule's
+#        --lr-factor / --warmup-steps there replace the config's before the scaling);
 #     3. writes the run (newest checkpoint with optim.bpk and state.json, bundle)
 #        as one tar in 15 MB parts under /tmp/webnmt-out, and copies the first 4 parts, the
 #        probe table and the log to $OUT.
@@ -83,6 +87,25 @@ train)
   config="configs/$pair-gpu.toml"
   base_lr=$(grep -E '^lr_factor' "$config" | head -1 | sed 's/.*= *//')
   base_warmup=$(grep -E '^warmup_steps' "$config" | head -1 | sed 's/.*= *//')
+  # TRAIN_ARGS: the recipe's flags; its schedule (if any) is the base that gets scaled.
+  read -ra extra <<<"${TRAIN_ARGS:-}"
+  recipe=()
+  for ((i = 0; i < ${#extra[@]}; i++)); do
+    case "${extra[i]}" in
+    --lr-factor) base_lr="${extra[i + 1]}" i=$((i + 1)) ;;
+    --warmup-steps) base_warmup="${extra[i + 1]}" i=$((i + 1)) ;;
+    *) recipe+=("${extra[i]}") ;;
+    esac
+  done
+  init=(--init-from "$bundle") tok=""
+  [ "${INIT_FROM:-}" = none ] && init=()
+  # new_run DIR: an empty run directory. From scratch, the first probe trains the tokenizers
+  # and every later directory gets a copy (a run given --resume loads them, not training its own).
+  new_run() {
+    rm -rf "$1" && mkdir -p "$1"
+    [ -n "$tok" ] && cp "$tok"/*.tokenizer.json "$1/"
+    return 0
+  }
   scaled() { # scaled TOKENS -> "lr warmup" for a batch of TOKENS padded tokens
     # The warm-up covers the same tokens (steps ÷ k for k times the batch); with the Noam
     # factor unchanged, the rate at any token count then grows by sqrt(k).
@@ -95,8 +118,8 @@ train)
     for tokens in ${PROBE_TOKENS:-8192 16384 32768 65536}; do
       read -r lr warmup < <(scaled "$tokens")
       dir="$work/probe-$precision-$tokens"
-      rm -rf "$dir"
-      if "$train" --config "$config" --device "${DEVICE:-gpu}" --run-dir "$dir" --init-from "$bundle" \
+      new_run "$dir"
+      if "$train" --config "$config" --device "${DEVICE:-gpu}" --run-dir "$dir" "${init[@]}" --resume "${recipe[@]}" \
         --precision "$precision" --max-tokens "$tokens" --accum-steps 1 --lr-factor "$lr" \
         --warmup-steps "$warmup" --max-steps "${PROBE_STEPS:-40}" --eval-every 100000 --log-every "${PROBE_LOG:-10}" \
         >"$dir.log" 2>&1; then
@@ -108,6 +131,7 @@ train)
         tail -3 "$dir.log"
       fi
       echo "$precision $tokens $rate" | tee -a "$out/probe.txt"
+      if [ "${INIT_FROM:-}" = none ] && [ -z "$tok" ] && [ -f "$dir/target.tokenizer.json" ]; then tok="$dir"; fi
       if [ "$rate" -gt "$best_rate" ]; then best_rate=$rate best="$precision $tokens"; fi
     done
   done
@@ -117,8 +141,8 @@ train)
   left=$(awk -v m="$minutes" -v s=$((SECONDS - start)) 'BEGIN { printf "%.2f", m - s / 60 - 1 }')
   echo "fastest: $precision, $tokens tokens/batch ($best_rate target tokens/s); training $left minutes with lr factor $lr, warm-up $warmup"
   run="$work/run"
-  rm -rf "$run"
-  "$train" --config "$config" --device "${DEVICE:-gpu}" --run-dir "$run" --init-from "$bundle" --resume \
+  new_run "$run"
+  "$train" --config "$config" --device "${DEVICE:-gpu}" --run-dir "$run" "${init[@]}" --resume "${recipe[@]}" \
     --precision "$precision" --max-tokens "$tokens" --accum-steps 1 --lr-factor "$lr" \
     --warmup-steps "$warmup" --max-minutes "$left" --eval-every 500
   newest=$(ls -d "$run"/checkpoints/*/ | sort -V | tail -1)

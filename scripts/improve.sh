@@ -9,7 +9,8 @@
 #    (default ~/webnmt-runs: outside the work tree, so checkpoints never reach git). The run
 #    resumes from its newest checkpoint when there is one, with its optimizer state; otherwise
 #    it starts from the shipped bundle's weights (web/models/PAIR) with a fresh optimizer and a
-#    short warm-up. `--max-minutes MINUTES` ends it with a validation, checkpoint and export.
+#    short warm-up, or, with INIT_FROM=none, from random weights and tokenizers of its own (a
+#    new recipe: give its flags in TRAIN_ARGS, e.g. --src-vocab 8000, in every round). `--max-minutes MINUTES` ends it with a validation, checkpoint and export.
 # 3. Scores the run's new bundle and the shipped one on the pair's dev set with the default
 #    decoding (the bundles' int8 weights in burn on the CPU: `evaluate --cpu`).
 # 4. Copies the new bundle into web/models/PAIR only when its dev BLEU beats the shipped one by
@@ -24,7 +25,8 @@
 # stays flat for thousands of steps while dev BLEU still moves; keep the same flags across
 # rounds, the schedule is computed from them; a run that stopped early goes on with
 # `--patience 0`), SKIP_TRAIN=1 (only compare and
-# promote), RUN_DIR (another run's directory, e.g. an A/B arm or an unpacked GPU run).
+# promote), RUN_DIR (another run's directory, e.g. an A/B arm or an unpacked GPU run),
+# INIT_FROM (the bundle a new run starts from; default the shipped one; `none`: from scratch).
 set -euo pipefail
 shopt -s inherit_errexit # a failing score() inside $(…) stops the script
 cd "$(dirname "$0")/.."
@@ -50,15 +52,18 @@ echo "==> building train and evaluate"
 cargo build --locked --release --features train --bin train --bin evaluate
 
 if [ "${SKIP_TRAIN:-0}" != 1 ]; then
+  init_from="${INIT_FROM:-$shipped}"
+  init=(--init-from "$init_from") from="$init_from"
+  [ "$init_from" = none ] && init=() from="random weights"
   if [ -d "$run_dir/checkpoints" ] && ls "$run_dir/checkpoints" | grep -q .; then
     echo "==> resuming $run_dir for $minutes minutes"
   else
-    echo "==> starting $run_dir from $shipped for $minutes minutes"
+    echo "==> starting $run_dir from $from for $minutes minutes"
   fi
   # --init-from only applies when there is no checkpoint; --resume only when there is one.
   # shellcheck disable=SC2086 # TRAIN_ARGS is a list of flags
   nice -n 19 target/release/train --config "$config" --run-dir "$run_dir" --device auto \
-    --resume --init-from "$shipped" --max-minutes "$minutes" ${TRAIN_ARGS:---warmup-steps 400 --lr-factor 0.3 --eval-every 200 --patience 0} \
+    --resume "${init[@]}" --max-minutes "$minutes" ${TRAIN_ARGS:---warmup-steps 400 --lr-factor 0.3 --eval-every 200 --patience 0} \
     2>&1 | tee -a "$run_dir.log"
 fi
 [ -f "$run_dir/bundle/manifest.json" ] || { echo "no bundle in $run_dir/bundle: train first" >&2; exit 1; }
