@@ -152,14 +152,9 @@ fn cpu_summary() -> AdapterSummary {
             "CPU (WebAssembly)"
         }
         .into(),
-        backend: if cfg!(feature = "relaxed-simd") {
-            "wasm simd128 + relaxed-simd"
-        } else if simd {
-            "wasm simd128"
-        } else {
-            "wasm"
-        }
-        .into(),
+        // The kernels, with the relaxed build's int8 dot mode: "wasm simd128 + relaxed-simd
+        // (unsigned int8 dot)".
+        backend: format!("wasm {}", crate::cpu::matmul::simd_name()),
         driver: String::new(),
         device_type: "Cpu".into(),
     }

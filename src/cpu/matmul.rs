@@ -12,7 +12,8 @@
 //! widened to i32 / f32), an AVX2 kernel natively (chosen at run time with
 //! `is_x86_feature_detected!`; for int8, an AVX-512 VNNI kernel where the CPU has it) and a
 //! simd128 kernel on wasm32 when compiled with `target_feature = "simd128"` (for int8, a relaxed
-//! SIMD kernel in the page's second build, feature `relaxed-simd`). Kernels compute one row of
+//! SIMD kernel in the page's second build, feature `relaxed-simd`, in the form the browser's dot
+//! product allows: `RelaxedDot`). Kernels compute one row of
 //! `x` against four rows of `W` at once, so `x` is loaded once per four outputs.
 //!
 //! Natively, large products split the rows of `W` (output features) across the threads of a
@@ -413,12 +414,13 @@ pub fn dot4_f32(x: &[f32], w: [&[i8]; 4]) -> [f32; 4] {
 /// Four dot products of int8 `x` with int8 rows `w`, exact in i32. `sums[j]` must be the sum
 /// of `w[j]` (over the first `x.len()` entries).
 pub fn dot4_i8(x: &[i8], w: [&[i8]; 4], sums: [i32; 4]) -> [i32; 4] {
-    // Only the AVX-512 VNNI kernel needs the sums; wrong ones would show only on CPUs with it.
+    // Only the AVX-512 VNNI kernel and the relaxed-SIMD one where the dot is unsigned
+    // ([`RelaxedDot::Unsigned`]) need the sums; wrong ones would show only on those CPUs.
     debug_assert!(
         (0..4).all(|j| sums[j] == w[j][..x.len()].iter().map(|&v| i32::from(v)).sum::<i32>()),
         "sums must be the rows' sums"
     );
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "wasm32")))]
     let _ = sums;
     #[cfg(target_arch = "x86_64")]
     if vnni512() {
@@ -431,7 +433,7 @@ pub fn dot4_i8(x: &[i8], w: [&[i8]; 4], sums: [i32; 4]) -> [i32; 4] {
         return unsafe { x86::dot4_i8(x, w) };
     }
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-    return wasm::dot4_i8(x, w);
+    return wasm::dot4_i8(x, w, sums);
     #[allow(unreachable_code)]
     portable::dot4_i8(x, w)
 }
@@ -444,7 +446,7 @@ pub fn dot_panel_i8(x: &[i8], w: [&[i8]; 4], sums: [i32; 4], out: &mut [[i32; 4]
         return;
     }
     assert_eq!(x.len() % out.len(), 0, "x must hold out.len() rows");
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "wasm32")))]
     let _ = sums;
     #[cfg(target_arch = "x86_64")]
     if vnni512() {
@@ -457,7 +459,7 @@ pub fn dot_panel_i8(x: &[i8], w: [&[i8]; 4], sums: [i32; 4], out: &mut [[i32; 4]
         return unsafe { x86::panel_i8(x, w, out) };
     }
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-    return wasm::panel_i8(x, w, out);
+    return wasm::panel_i8(x, w, sums, out);
     #[allow(unreachable_code)]
     {
         let k = x.len() / out.len();
@@ -495,6 +497,63 @@ pub(crate) fn vnni512() -> bool {
     })
 }
 
+/// What the browser makes of `i32x4.relaxed_dot_i8x16_i7x16_add(a, b, c)` when a byte of `b`
+/// has its top bit set: the relaxed SIMD proposal leaves that to the implementation (`b` is only
+/// defined for 0..=127), fixed for a given engine and CPU. The relaxed build finds out once, with
+/// [`RelaxedDot::classify`] on two fixed products, and picks its kernel by it: where `b` is read
+/// as signed bytes or as exact unsigned ones, one dot product covers 16 columns; otherwise it
+/// splits `x` into two 7-bit halves and needs two. Every mode gives the exact products.
+#[cfg(any(test, all(target_arch = "wasm32", feature = "relaxed-simd")))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RelaxedDot {
+    /// `b` read as signed bytes (ARM's `sdot`): `b = x` as it is. Exact for our operands even
+    /// where pairs of products are summed in i16 first (`2 · 128 · 127 < 2^15`).
+    Signed,
+    /// `b` read as unsigned bytes, exact in i32 (x86's `vpdpbusd` with AVX-VNNI): `b = x + 128`
+    /// (each byte XOR `0x80`), then `128 · Σw` is subtracted, as in the AVX-512 VNNI kernel.
+    Unsigned,
+    /// Anything else, e.g. x86 without AVX-VNNI, where `pmaddubsw` reads `b` as unsigned but
+    /// saturates pairs of products in i16: `x = max(x, 0) − (max(x, 0) − x)`, both halves
+    /// 0..=127, two dot products.
+    Split,
+}
+
+#[cfg(any(test, all(target_arch = "wasm32", feature = "relaxed-simd")))]
+impl RelaxedDot {
+    /// The two probes `(a, b)`, each byte of a vector equal: 127 · 200 (200 is −56 as a signed
+    /// byte; 2 · 127 · 200 saturates i16) and −128 · 255 (255 is −1).
+    pub const PROBES: [(i8, u8); 2] = [(127, 200), (-128, 255)];
+
+    /// The mode from the probes' results (each lane: four products of [`Self::PROBES`] summed
+    /// onto 0). Anything but all lanes of both probes signed, or all exact unsigned, is `Split`.
+    pub fn classify(results: [[i32; 4]; 2]) -> Self {
+        let expect = |f: fn(i8, u8) -> i32| Self::PROBES.map(|(a, b)| [4 * f(a, b); 4]);
+        if results == expect(|a, b| i32::from(a) * i32::from(b as i8)) {
+            Self::Signed
+        } else if results == expect(|a, b| i32::from(a) * i32::from(b)) {
+            Self::Unsigned
+        } else {
+            Self::Split
+        }
+    }
+
+    /// What each byte of `x` is XORed with to form the second operand (`Signed`, `Unsigned`).
+    pub const fn flip(self) -> i8 {
+        match self {
+            Self::Unsigned => i8::MIN,
+            Self::Signed | Self::Split => 0,
+        }
+    }
+
+    /// What is subtracted from a dot product whose weights sum to `w_sum` (`Signed`, `Unsigned`).
+    pub const fn offset(self, w_sum: i32) -> i32 {
+        match self {
+            Self::Unsigned => 128 * w_sum,
+            Self::Signed | Self::Split => 0,
+        }
+    }
+}
+
 /// Which kernels [`dot4_f32`] and [`dot4_i8`] use on this machine.
 pub fn simd_name() -> &'static str {
     #[cfg(target_arch = "x86_64")]
@@ -505,12 +564,19 @@ pub fn simd_name() -> &'static str {
     if avx2() {
         return "avx2";
     }
-    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-    return if cfg!(feature = "relaxed-simd") {
-        "simd128 + relaxed-simd"
-    } else {
-        "simd128"
+    #[cfg(all(
+        target_arch = "wasm32",
+        target_feature = "simd128",
+        feature = "relaxed-simd"
+    ))]
+    return match wasm::relaxed_dot() {
+        RelaxedDot::Signed => "simd128 + relaxed-simd (signed int8 dot)",
+        RelaxedDot::Unsigned => "simd128 + relaxed-simd (unsigned int8 dot)",
+        RelaxedDot::Split => "simd128 + relaxed-simd (7-bit int8 dot)",
     };
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    #[allow(unreachable_code)]
+    return "simd128";
     #[allow(unreachable_code)]
     "portable"
 }
@@ -998,9 +1064,9 @@ mod wasm {
     }
 
     /// See [`super::dot_panel_i8`].
-    pub fn panel_i8(x: &[i8], w: [&[i8]; 4], out: &mut [[i32; 4]]) {
+    pub fn panel_i8(x: &[i8], w: [&[i8]; 4], sums: [i32; 4], out: &mut [[i32; 4]]) {
         let k = x.len() / out.len();
-        panel(x, k, w, |i, d| {
+        panel(x, k, w, sums, |i, d| {
             out[i] = [
                 i32x4_extract_lane::<0>(d),
                 i32x4_extract_lane::<1>(d),
@@ -1011,9 +1077,9 @@ mod wasm {
     }
 
     /// See [`super::dot4_i8`].
-    pub fn dot4_i8(x: &[i8], w: [&[i8]; 4]) -> [i32; 4] {
+    pub fn dot4_i8(x: &[i8], w: [&[i8]; 4], sums: [i32; 4]) -> [i32; 4] {
         let mut out = [[0; 4]];
-        panel_i8(x, w, &mut out);
+        panel_i8(x, w, sums, &mut out);
         out[0]
     }
 
@@ -1036,9 +1102,10 @@ mod wasm {
                 // Fewer than four rows left: repeat the last one (its extra results are dropped).
                 let pick = |j: usize| r + j.min(group - 1);
                 let ws: [&[i8]; 4] = std::array::from_fn(|j| w.row(pick(j)));
+                let sums: [i32; 4] = std::array::from_fn(|j| w.sums[pick(j)]);
                 let lanes = |v: &[f32]| f32x4(v[pick(0)], v[pick(1)], v[pick(2)], v[pick(3)]);
                 let (scale, bias) = (lanes(&w.scale), lanes(&w.bias));
-                panel(&q[m0 * k..m1 * k], k, ws, |i, d| {
+                panel(&q[m0 * k..m1 * k], k, ws, sums, |i, d| {
                     let i = m0 + i;
                     let v = f32x4_mul(f32x4_convert_i32x4(d), f32x4_splat(sx[i]));
                     let mut v = f32x4_add(f32x4_mul(v, scale), bias);
@@ -1066,32 +1133,43 @@ mod wasm {
     }
 
     /// `f(i, dots)` for every row `i` of `x` (`[rows, k]`), `dots` its four products with `w`
-    /// as one vector. With relaxed SIMD one row at a time (measured as fast as two), otherwise
-    /// tiles of two rows, then one.
+    /// (whose rows sum to `sums`) as one vector, in tiles of two rows, then one. The relaxed
+    /// build splits `x` in two 7-bit halves one row at a time (measured as fast as two) where
+    /// the browser's dot product needs it ([`super::RelaxedDot::Split`]).
     #[inline(always)]
-    fn panel(x: &[i8], k: usize, w: [&[i8]; 4], mut f: impl FnMut(usize, v128)) {
+    fn panel(x: &[i8], k: usize, w: [&[i8]; 4], sums: [i32; 4], mut f: impl FnMut(usize, v128)) {
         let n = x.len() / k.max(1);
         let row = |i: usize| &x[i * k..][..k];
         #[cfg(feature = "relaxed-simd")]
-        {
+        let mode = relaxed_dot();
+        #[cfg(feature = "relaxed-simd")]
+        if mode == super::RelaxedDot::Split {
             for i in 0..n {
                 // The relaxed build is only loaded where the browser validated relaxed SIMD
                 // (web/worker.js); elsewhere the module would not compile at all.
                 f(i, dot4_i8_relaxed(row(i), w));
             }
-            #[allow(clippy::needless_return)]
             return;
         }
-        #[allow(unreachable_code)]
+        // Tiles of `R` rows of `x` against the four rows of `w`.
+        #[cfg(feature = "relaxed-simd")]
+        let tile = |x, w| tile_relaxed(x, w, sums, mode);
+        #[cfg(feature = "relaxed-simd")]
+        let tile1 = |x, w| tile_relaxed(x, w, sums, mode);
+        #[cfg(not(feature = "relaxed-simd"))]
+        let (tile, tile1) = {
+            let _ = sums;
+            (tile_i8::<2>, tile_i8::<1>)
+        };
         let mut i = 0;
         while i + 2 <= n {
-            let [a, b] = tile_i8([row(i), row(i + 1)], w);
+            let [a, b] = tile([row(i), row(i + 1)], w);
             f(i, a);
             f(i + 1, b);
             i += 2;
         }
         if i < n {
-            f(i, tile_i8([row(i)], w)[0]);
+            f(i, tile1([row(i)], w)[0]);
         }
     }
 
@@ -1126,6 +1204,7 @@ mod wasm {
 
     /// `R` rows of `x` against four rows of `w`: i8 widened to i16, `i32x4.dot_i16x8`; each
     /// widened vector of `w` serves `R` rows.
+    #[cfg(not(feature = "relaxed-simd"))]
     #[inline(always)]
     fn tile_i8<const R: usize>(x: [&[i8]; R], w: [&[i8]; 4]) -> [v128; R] {
         let k = x[0].len();
@@ -1148,6 +1227,76 @@ mod wasm {
             c += 8;
         }
         std::array::from_fn(|a| i32x4_add(reduce4(acc[a]), tail4(x[a], w, body)))
+    }
+
+    /// This browser's [`super::RelaxedDot`], found on first use: the dot product of the
+    /// probes, its operands hidden from the optimizer so that the browser computes it.
+    #[cfg(feature = "relaxed-simd")]
+    pub fn relaxed_dot() -> super::RelaxedDot {
+        static MODE: std::sync::OnceLock<super::RelaxedDot> = std::sync::OnceLock::new();
+        *MODE.get_or_init(|| {
+            let results = super::RelaxedDot::PROBES.map(|(a, b)| {
+                let (a, b) = std::hint::black_box((a, b as i8));
+                let d = probe_dot(i8x16_splat(a), i8x16_splat(b));
+                [
+                    i32x4_extract_lane::<0>(d),
+                    i32x4_extract_lane::<1>(d),
+                    i32x4_extract_lane::<2>(d),
+                    i32x4_extract_lane::<3>(d),
+                ]
+            });
+            super::RelaxedDot::classify(std::hint::black_box(results))
+        })
+    }
+
+    /// `a · b` per group of four bytes, onto 0, by the instruction the kernels use.
+    #[cfg(feature = "relaxed-simd")]
+    #[target_feature(enable = "relaxed-simd")]
+    #[inline(never)]
+    fn probe_dot(a: v128, b: v128) -> v128 {
+        i32x4_relaxed_dot_i8x16_i7x16_add(a, b, i32x4_splat(0))
+    }
+
+    /// `R` rows of `x` against four rows of `w` (summing to `sums`) with one
+    /// `i32x4.relaxed_dot_i8x16_i7x16_add` per 16 columns, where the browser's dot reads its
+    /// second operand as signed or as exact unsigned bytes (`mode` is not
+    /// [`super::RelaxedDot::Split`]): the operand is `x` XOR [`super::RelaxedDot::flip`], and
+    /// [`super::RelaxedDot::offset`] of the body's weight sums comes off each result.
+    #[cfg(feature = "relaxed-simd")]
+    #[target_feature(enable = "relaxed-simd")]
+    #[inline]
+    fn tile_relaxed<const R: usize>(
+        x: [&[i8]; R],
+        w: [&[i8]; 4],
+        sums: [i32; 4],
+        mode: super::RelaxedDot,
+    ) -> [v128; R] {
+        let k = x[0].len();
+        assert!(x.iter().all(|r| r.len() == k) && w.iter().all(|r| r.len() >= k));
+        let body = k / 16 * 16;
+        let flip = i8x16_splat(mode.flip());
+        let mut acc = [[i32x4_splat(0); 4]; R];
+        let mut c = 0;
+        while c < body {
+            // SAFETY: c + 16 ≤ k ≤ every row's length; v128 loads are unaligned.
+            unsafe {
+                let wv: [v128; 4] = std::array::from_fn(|j| v128_load(w[j].as_ptr().add(c).cast()));
+                for a in 0..R {
+                    let xv = v128_xor(v128_load(x[a].as_ptr().add(c).cast()), flip);
+                    for j in 0..4 {
+                        acc[a][j] = i32x4_relaxed_dot_i8x16_i7x16_add(wv[j], xv, acc[a][j]);
+                    }
+                }
+            }
+            c += 16;
+        }
+        // `sums` cover whole rows; the offset is for the body's columns only.
+        let offset: [i32; 4] = std::array::from_fn(|j| {
+            let tail: i32 = w[j][body..k].iter().map(|&v| i32::from(v)).sum();
+            mode.offset(sums[j] - tail)
+        });
+        let offset = i32x4(offset[0], offset[1], offset[2], offset[3]);
+        std::array::from_fn(|a| i32x4_add(i32x4_sub(reduce4(acc[a]), offset), tail4(x[a], w, body)))
     }
 
     /// One row of `x` against four rows of `w` with relaxed SIMD's

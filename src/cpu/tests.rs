@@ -261,3 +261,103 @@ fn the_kernel_probe_computes_its_product() {
         "probe {got}, plain Rust {want}"
     );
 }
+
+/// `i32x4.relaxed_dot_i8x16_i7x16_add` as three kinds of CPU compute it, per output lane (four
+/// products of `a[i]` with `b[i]`, summed onto `c`): `b` as signed bytes (ARM's `sdot`), as
+/// unsigned bytes exactly (x86's `vpdpbusd`), or as unsigned bytes with pairs of products
+/// saturated to i16 (x86's `pmaddubsw` then `pmaddwd`, without AVX-VNNI).
+#[derive(Clone, Copy, Debug)]
+enum DotCpu {
+    Sdot,
+    Vnni,
+    Pmaddubsw,
+}
+
+impl DotCpu {
+    fn dot(self, a: &[i8; 16], b: &[i8; 16], c: [i32; 4]) -> [i32; 4] {
+        std::array::from_fn(|lane| {
+            let (a, b) = (&a[4 * lane..][..4], &b[4 * lane..][..4]);
+            let product = |i: usize| match self {
+                DotCpu::Sdot => i32::from(a[i]) * i32::from(b[i]),
+                DotCpu::Vnni | DotCpu::Pmaddubsw => i32::from(a[i]) * i32::from(b[i] as u8),
+            };
+            let pairs = [product(0) + product(1), product(2) + product(3)];
+            let pairs = match self {
+                DotCpu::Pmaddubsw => {
+                    pairs.map(|p| p.clamp(i32::from(i16::MIN), i32::from(i16::MAX)))
+                }
+                _ => pairs,
+            };
+            c[lane] + pairs[0] + pairs[1]
+        })
+    }
+}
+
+/// The relaxed build's choice of int8 kernel from its two probes (`RelaxedDot::classify`), and
+/// the arithmetic of each choice, on each kind of CPU: the chosen mode's operand (`flip`) and
+/// correction (`offset`) give the exact dot products for activations −127..=127 and weights
+/// −128..=127; and the modes not chosen would not have (so the probes tell them apart).
+#[test]
+fn the_relaxed_dot_mode_is_exact_where_it_is_chosen() {
+    use matmul::RelaxedDot;
+    let mut rng = SmallRng::seed_from_u64(17);
+    for (cpu, want) in [
+        (DotCpu::Sdot, RelaxedDot::Signed),
+        (DotCpu::Vnni, RelaxedDot::Unsigned),
+        (DotCpu::Pmaddubsw, RelaxedDot::Split),
+    ] {
+        let results = RelaxedDot::PROBES.map(|(a, b)| cpu.dot(&[a; 16], &[b as i8; 16], [0; 4]));
+        assert_eq!(
+            RelaxedDot::classify(results),
+            want,
+            "{cpu:?}: probes {results:?}"
+        );
+        // A dot product of 64 columns, 16 at a time, as the kernel does it in each mode.
+        let exact = |mode: RelaxedDot, x: &[i8], w: &[i8]| -> bool {
+            let want: i32 = x
+                .iter()
+                .zip(w)
+                .map(|(&a, &b)| i32::from(a) * i32::from(b))
+                .sum();
+            let mut acc = [0i32; 4];
+            for (xc, wc) in x.chunks_exact(16).zip(w.chunks_exact(16)) {
+                let wv: [i8; 16] = wc.try_into().expect("16");
+                if mode == RelaxedDot::Split {
+                    let p: [i8; 16] = std::array::from_fn(|i| xc[i].max(0));
+                    let n: [i8; 16] = std::array::from_fn(|i| p[i] - xc[i]);
+                    let (pd, nd) = (cpu.dot(&wv, &p, [0; 4]), cpu.dot(&wv, &n, [0; 4]));
+                    acc = std::array::from_fn(|l| acc[l] + pd[l] - nd[l]);
+                } else {
+                    let xv: [i8; 16] = std::array::from_fn(|i| xc[i] ^ mode.flip());
+                    acc = cpu.dot(&wv, &xv, acc);
+                }
+            }
+            let w_sum: i32 = w.iter().map(|&v| i32::from(v)).sum();
+            acc.iter().sum::<i32>() - mode.offset(w_sum) == want
+        };
+        // Extreme operands (where i16 pairs saturate) and random ones.
+        let mut cases = vec![
+            (vec![127i8; 64], vec![127i8; 64]),
+            (vec![-127; 64], vec![-128; 64]),
+        ];
+        cases.extend((0..200).map(|_| {
+            let x: Vec<i8> = (0..64).map(|_| rng.random_range(-127..=127)).collect();
+            let w: Vec<i8> = (0..64).map(|_| rng.random_range(-128..=127)).collect();
+            (x, w)
+        }));
+        for (x, w) in &cases {
+            assert!(
+                exact(want, x, w),
+                "{cpu:?} in mode {want:?}: x {x:?}, w {w:?}"
+            );
+        }
+        for other in [RelaxedDot::Signed, RelaxedDot::Unsigned] {
+            if other != want {
+                assert!(
+                    !cases.iter().all(|(x, w)| exact(other, x, w)),
+                    "{cpu:?}: {other:?} would be exact too, so the probes need not tell it apart"
+                );
+            }
+        }
+    }
+}
