@@ -2,8 +2,10 @@
 // the worker, shown as they finish, cancelled, and downloaded in their own format.
 //
 // - On SwiftShader WebGPU (the de→en model, the page's default options): the first sentence of a
-//   pasted 50-sentence text shows up within 3 s (the first chunk the worker translates is one
-//   sentence).
+//   pasted 50-sentence text shows up about as soon as that sentence alone takes in the box (the
+//   first chunk the worker translates is one sentence): within twice that plus 1 s. The time
+//   itself is printed, not asserted: it is 1.0–1.3 s on our 2-core machines, 3.1 s on a slower
+//   CI machine.
 // - On the CPU engine (a browser without WebGPU; 20× faster than SwiftShader here, and equal to
 //   the native `translate --engine cpu` token for token, as cpu.test.mjs shows), the mechanics:
 //   an .srt round trip against the native binary, a .txt download equal to what is shown, a
@@ -31,8 +33,12 @@ const NATIVE_ARGS = ['--model', MODEL, '--engine', 'cpu', '--beam', '4', '--grou
 const PREVIEW_ROWS = 2000;
 /** The worst click latency the page may have while a document is translated. */
 const CLICK_MS = 200;
-/** The latest the first sentence of a pasted text may show up on SwiftShader. */
-const FIRST_RESULT_MS = 3000;
+/**
+ * The first sentence of a pasted text may show up at most this many times later than the same
+ * sentence alone takes in the box, plus FIRST_RESULT_SLACK_MS (the click, the sentence split).
+ */
+const FIRST_RESULT_FACTOR = 2;
+const FIRST_RESULT_SLACK_MS = 1000;
 
 let server;
 let browser; // of the CPU tests
@@ -115,7 +121,7 @@ async function germanLines(count, from = 0) {
   return Array.from({ length: count }, (_, i) => lines[(from + i) % lines.length]);
 }
 
-test('SwiftShader: the first sentence of a pasted 50-sentence text shows within 3 s', { timeout: TIMEOUT_MS * 2 }, async () => {
+test('SwiftShader: the first sentence of a pasted 50-sentence text shows as soon as that sentence alone would', { timeout: TIMEOUT_MS * 2 }, async () => {
   const text = await readFile(DEV, 'utf8');
   assert.equal(text.trim().split('\n').length, 50);
   const browser = await launch({ webgpu: true });
@@ -151,15 +157,23 @@ test('SwiftShader: the first sentence of a pasted 50-sentence text shows within 
     const seen = Date.now() - t0;
     const firstMs = await page.evaluate(() => window.__first);
     const { done, total } = await progress(page);
-    console.log(`SwiftShader, 50 pasted sentences, default options: first translation shown ${Math.round(firstMs)} ms after the click (${seen} ms as the test saw it); ${done} / ${total} sentences then`);
     assert.equal(total, 50);
     assert.match((await page.locator('#doc-output .doc-text').first().textContent()), /[A-Za-z]/, 'an English sentence');
-    assert.ok(firstMs < FIRST_RESULT_MS, `first translation after ${Math.round(firstMs)} ms, more than ${FIRST_RESULT_MS} ms`);
     await screenshot(page, 'document-first');
     // The rest takes SwiftShader most of a minute: the mechanics are tested on the CPU below.
     const before = await lastDocument(page) - 1;
     await page.click('#doc-cancel');
     assert.equal((await documentEnd(page, before)).state, 'cancelled');
+    // The yardstick: the document's first line alone, typed in the box (same options; the box
+    // has no cache, so it is searched again), timed by the page itself.
+    const first = text.split('\n')[0];
+    const alone = await translate(page, first);
+    assert.equal(alone.state, 'done', alone.status);
+    const aloneMs = 1000 * Number(alone.status.match(/in ([0-9.]+) s/)?.[1]);
+    assert.ok(Number.isFinite(aloneMs), `no time in "${alone.status}"`);
+    const limit = FIRST_RESULT_FACTOR * aloneMs + FIRST_RESULT_SLACK_MS;
+    console.log(`SwiftShader, 50 pasted sentences, default options: first translation shown ${Math.round(firstMs)} ms after the click (${seen} ms as the test saw it; ${done} / ${total} sentences then); the first line alone in the box: ${Math.round(aloneMs)} ms`);
+    assert.ok(firstMs < limit, `first translation after ${Math.round(firstMs)} ms, more than ${FIRST_RESULT_FACTOR} × ${Math.round(aloneMs)} + ${FIRST_RESULT_SLACK_MS} ms`);
   } finally {
     await browser.close();
   }
