@@ -203,7 +203,8 @@ impl Int8Probe {
     const K: usize = 512;
     const N: usize = 1024;
 
-    /// The data: a fixed pseudo-random sequence (the same in every build).
+    /// The data: a fixed pseudo-random sequence (the same in every build); weights in
+    /// −127..=127, as in every bundle (the kernels rely on it).
     pub fn new() -> Self {
         let mut state = 0x9e37_79b9_u32;
         let mut next = move || {
@@ -216,7 +217,12 @@ impl Int8Probe {
         let m = QuantizedMatrix {
             n: Self::N,
             k: Self::K,
-            packed: (0..Self::N * Self::K / 4).map(|_| next()).collect(),
+            packed: (0..Self::N * Self::K / 4)
+                .map(|_| {
+                    let byte = |_| (((next() >> 8) % 255) as i32 - 127) as i8 as u8;
+                    u32::from_le_bytes(std::array::from_fn(byte))
+                })
+                .collect(),
             scale: vec![1.0 / 127.0; Self::N],
         };
         Self {
@@ -501,8 +507,9 @@ pub(crate) fn vnni512() -> bool {
 /// has its top bit set: the relaxed SIMD proposal leaves that to the implementation (`b` is only
 /// defined for 0..=127), fixed for a given engine and CPU. The relaxed build finds out once, with
 /// [`RelaxedDot::classify`] on two fixed products, and picks its kernel by it: where `b` is read
-/// as signed bytes or as exact unsigned ones, one dot product covers 16 columns; otherwise it
-/// splits `x` into two 7-bit halves and needs two. Every mode gives the exact products.
+/// as signed bytes or as exact unsigned ones, `b` is `x` (flipped); otherwise `b` is `|x|` and
+/// the sign of `x` moves onto the weights. One dot product covers 16 columns in every mode, and
+/// every mode gives the exact products.
 #[cfg(any(test, all(target_arch = "wasm32", feature = "relaxed-simd")))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RelaxedDot {
@@ -513,9 +520,9 @@ pub enum RelaxedDot {
     /// (each byte XOR `0x80`), then `128 · Σw` is subtracted, as in the AVX-512 VNNI kernel.
     Unsigned,
     /// Anything else, e.g. x86 without AVX-VNNI, where `pmaddubsw` reads `b` as unsigned but
-    /// saturates pairs of products in i16: `x = max(x, 0) − (max(x, 0) − x)`, both halves
-    /// 0..=127, two dot products.
-    Split,
+    /// saturates pairs of products in i16: only `b` in 0..=127 is read alike everywhere, so
+    /// `x · w = |x| · (sign(x) · w)`, two more operations per weight vector.
+    SevenBit,
 }
 
 #[cfg(any(test, all(target_arch = "wasm32", feature = "relaxed-simd")))]
@@ -525,7 +532,8 @@ impl RelaxedDot {
     pub const PROBES: [(i8, u8); 2] = [(127, 200), (-128, 255)];
 
     /// The mode from the probes' results (each lane: four products of [`Self::PROBES`] summed
-    /// onto 0). Anything but all lanes of both probes signed, or all exact unsigned, is `Split`.
+    /// onto 0). Anything but all lanes of both probes signed, or all exact unsigned, is
+    /// `SevenBit`.
     pub fn classify(results: [[i32; 4]; 2]) -> Self {
         let expect = |f: fn(i8, u8) -> i32| Self::PROBES.map(|(a, b)| [4 * f(a, b); 4]);
         if results == expect(|a, b| i32::from(a) * i32::from(b as i8)) {
@@ -533,7 +541,7 @@ impl RelaxedDot {
         } else if results == expect(|a, b| i32::from(a) * i32::from(b)) {
             Self::Unsigned
         } else {
-            Self::Split
+            Self::SevenBit
         }
     }
 
@@ -541,7 +549,7 @@ impl RelaxedDot {
     pub const fn flip(self) -> i8 {
         match self {
             Self::Unsigned => i8::MIN,
-            Self::Signed | Self::Split => 0,
+            Self::Signed | Self::SevenBit => 0,
         }
     }
 
@@ -549,7 +557,7 @@ impl RelaxedDot {
     pub const fn offset(self, w_sum: i32) -> i32 {
         match self {
             Self::Unsigned => 128 * w_sum,
-            Self::Signed | Self::Split => 0,
+            Self::Signed | Self::SevenBit => 0,
         }
     }
 }
@@ -572,7 +580,7 @@ pub fn simd_name() -> &'static str {
     return match wasm::relaxed_dot() {
         RelaxedDot::Signed => "simd128 + relaxed-simd (signed int8 dot)",
         RelaxedDot::Unsigned => "simd128 + relaxed-simd (unsigned int8 dot)",
-        RelaxedDot::Split => "simd128 + relaxed-simd (7-bit int8 dot)",
+        RelaxedDot::SevenBit => "simd128 + relaxed-simd (7-bit int8 dot)",
     };
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     #[allow(unreachable_code)]
@@ -1134,28 +1142,35 @@ mod wasm {
 
     /// `f(i, dots)` for every row `i` of `x` (`[rows, k]`), `dots` its four products with `w`
     /// (whose rows sum to `sums`) as one vector, in tiles of two rows, then one. The relaxed
-    /// build splits `x` in two 7-bit halves one row at a time (measured as fast as two) where
-    /// the browser's dot product needs it ([`super::RelaxedDot::Split`]).
+    /// build uses the kernel of the browser's [`super::RelaxedDot`] mode. (It is only loaded
+    /// where the browser validated relaxed SIMD, web/worker.js; elsewhere the module would not
+    /// compile at all.)
     #[inline(always)]
     fn panel(x: &[i8], k: usize, w: [&[i8]; 4], sums: [i32; 4], mut f: impl FnMut(usize, v128)) {
         let n = x.len() / k.max(1);
         let row = |i: usize| &x[i * k..][..k];
-        #[cfg(feature = "relaxed-simd")]
-        let mode = relaxed_dot();
-        #[cfg(feature = "relaxed-simd")]
-        if mode == super::RelaxedDot::Split {
-            for i in 0..n {
-                // The relaxed build is only loaded where the browser validated relaxed SIMD
-                // (web/worker.js); elsewhere the module would not compile at all.
-                f(i, dot4_i8_relaxed(row(i), w));
-            }
-            return;
-        }
         // Tiles of `R` rows of `x` against the four rows of `w`.
         #[cfg(feature = "relaxed-simd")]
-        let tile = |x, w| tile_relaxed(x, w, sums, mode);
+        let (mode, seven) = {
+            let mode = relaxed_dot();
+            (mode, mode == super::RelaxedDot::SevenBit)
+        };
         #[cfg(feature = "relaxed-simd")]
-        let tile1 = |x, w| tile_relaxed(x, w, sums, mode);
+        let tile = |x: [&[i8]; 2], w| {
+            if seven {
+                tile_sign(x, w)
+            } else {
+                tile_relaxed(x, w, sums, mode)
+            }
+        };
+        #[cfg(feature = "relaxed-simd")]
+        let tile1 = |x: [&[i8]; 1], w| {
+            if seven {
+                tile_sign(x, w)
+            } else {
+                tile_relaxed(x, w, sums, mode)
+            }
+        };
         #[cfg(not(feature = "relaxed-simd"))]
         let (tile, tile1) = {
             let _ = sums;
@@ -1260,7 +1275,7 @@ mod wasm {
     /// `R` rows of `x` against four rows of `w` (summing to `sums`) with one
     /// `i32x4.relaxed_dot_i8x16_i7x16_add` per 16 columns, where the browser's dot reads its
     /// second operand as signed or as exact unsigned bytes (`mode` is not
-    /// [`super::RelaxedDot::Split`]): the operand is `x` XOR [`super::RelaxedDot::flip`], and
+    /// [`super::RelaxedDot::SevenBit`]): the operand is `x` XOR [`super::RelaxedDot::flip`], and
     /// [`super::RelaxedDot::offset`] of the body's weight sums comes off each result.
     #[cfg(feature = "relaxed-simd")]
     #[target_feature(enable = "relaxed-simd")]
@@ -1299,37 +1314,40 @@ mod wasm {
         std::array::from_fn(|a| i32x4_add(i32x4_sub(reduce4(acc[a]), offset), tail4(x[a], w, body)))
     }
 
-    /// One row of `x` against four rows of `w` with relaxed SIMD's
-    /// `i32x4.relaxed_dot_i8x16_i7x16_add` (16 multiply-adds an instruction, against 8 for
-    /// `i32x4.dot_i16x8` after widening). Its second operand must be 7-bit (0..=127) for a
-    /// defined result, so `x` (−127..=127, see [`super::quantize_rows`]) is split into
-    /// `p = max(x, 0)` and `n = p − x`, both 0..=127, and `x · w = p · w − n · w`. Some CPUs sum
-    /// pairs of products in i16 first (x86's `pmaddubsw`), which saturates only beyond
-    /// `2 · 128 · 127 < 2^15`: every result is exact, equal to the other kernels'.
+    /// `R` rows of `x` against four rows of `w` where the browser's dot product reads only a
+    /// second operand in 0..=127 alike on every CPU ([`super::RelaxedDot::SevenBit`]):
+    /// `x · w = |x| · (sign(x) · w)`. The second operand `|x|` is 0..=127 (`x` is −127..=127,
+    /// see [`super::quantize_rows`]) and the first, `sign(x) · w` (`w` XOR m − m, m = −1 where
+    /// `x < 0`), is −127..=127, as bundles hold no −128 ([`crate::weights::BundleError`]'s
+    /// `Int8Range`). So every product is defined, and a pair of them is at most
+    /// `2 · 127² < 2^15` where x86's `pmaddubsw` sums pairs in i16: exact on any CPU, one dot
+    /// product per 16 columns (the native AVX2 kernel's `sign` trick, in three wasm operations).
     #[cfg(feature = "relaxed-simd")]
     #[target_feature(enable = "relaxed-simd")]
     #[inline]
-    fn dot4_i8_relaxed(x: &[i8], w: [&[i8]; 4]) -> v128 {
-        let k = x.len();
-        assert!(w.iter().all(|r| r.len() >= k));
+    fn tile_sign<const R: usize>(x: [&[i8]; R], w: [&[i8]; 4]) -> [v128; R] {
+        let k = x[0].len();
+        assert!(x.iter().all(|r| r.len() == k) && w.iter().all(|r| r.len() >= k));
         let body = k / 16 * 16;
-        let zero = i8x16_splat(0);
-        let (mut pos, mut neg) = ([i32x4_splat(0); 4], [i32x4_splat(0); 4]);
+        let (zero, ones) = (i8x16_splat(0), i16x8_splat(1));
+        let mut acc = [[i32x4_splat(0); 4]; R];
         let mut c = 0;
         while c < body {
             // SAFETY: c + 16 ≤ k ≤ every row's length; v128 loads are unaligned.
             unsafe {
-                let xv = v128_load(x.as_ptr().add(c).cast());
-                let p = i8x16_max(xv, zero);
-                let n = i8x16_sub(p, xv);
-                for j in 0..4 {
-                    let wv = v128_load(w[j].as_ptr().add(c).cast());
-                    pos[j] = i32x4_relaxed_dot_i8x16_i7x16_add(wv, p, pos[j]);
-                    neg[j] = i32x4_relaxed_dot_i8x16_i7x16_add(wv, n, neg[j]);
+                let wv: [v128; 4] = std::array::from_fn(|j| v128_load(w[j].as_ptr().add(c).cast()));
+                for a in 0..R {
+                    let xv = v128_load(x[a].as_ptr().add(c).cast());
+                    let (minus, abs) = (i8x16_lt(xv, zero), i8x16_abs(xv));
+                    for j in 0..4 {
+                        let signed = i8x16_sub(v128_xor(wv[j], minus), minus);
+                        let pairs = i16x8_relaxed_dot_i8x16_i7x16(signed, abs);
+                        acc[a][j] = i32x4_add(acc[a][j], i32x4_dot_i16x8(pairs, ones));
+                    }
                 }
             }
             c += 16;
         }
-        i32x4_add(i32x4_sub(reduce4(pos), reduce4(neg)), tail4(x, w, body))
+        std::array::from_fn(|a| i32x4_add(reduce4(acc[a]), tail4(x[a], w, body)))
     }
 }

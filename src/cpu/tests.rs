@@ -294,9 +294,10 @@ impl DotCpu {
 }
 
 /// The relaxed build's choice of int8 kernel from its two probes (`RelaxedDot::classify`), and
-/// the arithmetic of each choice, on each kind of CPU: the chosen mode's operand (`flip`) and
-/// correction (`offset`) give the exact dot products for activations −127..=127 and weights
-/// −128..=127; and the modes not chosen would not have (so the probes tell them apart).
+/// the arithmetic of each choice, on each kind of CPU: the chosen mode's operands (`flip` and
+/// `offset`, or `|x|` and `sign(x) · w`) give the exact dot products for activations −127..=127
+/// and weights −128..=127 (−127..=127 for `SevenBit`: bundles hold no −128); and the modes not
+/// chosen would not have (so the probes tell them apart).
 #[test]
 fn the_relaxed_dot_mode_is_exact_where_it_is_chosen() {
     use matmul::RelaxedDot;
@@ -304,7 +305,7 @@ fn the_relaxed_dot_mode_is_exact_where_it_is_chosen() {
     for (cpu, want) in [
         (DotCpu::Sdot, RelaxedDot::Signed),
         (DotCpu::Vnni, RelaxedDot::Unsigned),
-        (DotCpu::Pmaddubsw, RelaxedDot::Split),
+        (DotCpu::Pmaddubsw, RelaxedDot::SevenBit),
     ] {
         let results = RelaxedDot::PROBES.map(|(a, b)| cpu.dot(&[a; 16], &[b as i8; 16], [0; 4]));
         assert_eq!(
@@ -322,11 +323,11 @@ fn the_relaxed_dot_mode_is_exact_where_it_is_chosen() {
             let mut acc = [0i32; 4];
             for (xc, wc) in x.chunks_exact(16).zip(w.chunks_exact(16)) {
                 let wv: [i8; 16] = wc.try_into().expect("16");
-                if mode == RelaxedDot::Split {
-                    let p: [i8; 16] = std::array::from_fn(|i| xc[i].max(0));
-                    let n: [i8; 16] = std::array::from_fn(|i| p[i] - xc[i]);
-                    let (pd, nd) = (cpu.dot(&wv, &p, [0; 4]), cpu.dot(&wv, &n, [0; 4]));
-                    acc = std::array::from_fn(|l| acc[l] + pd[l] - nd[l]);
+                if mode == RelaxedDot::SevenBit {
+                    let abs: [i8; 16] = std::array::from_fn(|i| xc[i].abs());
+                    let signed: [i8; 16] =
+                        std::array::from_fn(|i| if xc[i] < 0 { -wv[i] } else { wv[i] });
+                    acc = cpu.dot(&signed, &abs, acc);
                 } else {
                     let xv: [i8; 16] = std::array::from_fn(|i| xc[i] ^ mode.flip());
                     acc = cpu.dot(&wv, &xv, acc);
@@ -338,11 +339,20 @@ fn the_relaxed_dot_mode_is_exact_where_it_is_chosen() {
         // Extreme operands (where i16 pairs saturate) and random ones.
         let mut cases = vec![
             (vec![127i8; 64], vec![127i8; 64]),
-            (vec![-127; 64], vec![-128; 64]),
+            (vec![-127; 64], vec![-127; 64]),
+            (vec![-127; 64], vec![127; 64]),
         ];
+        if want != RelaxedDot::SevenBit {
+            cases.push((vec![-127; 64], vec![-128; 64]));
+        }
         cases.extend((0..200).map(|_| {
             let x: Vec<i8> = (0..64).map(|_| rng.random_range(-127..=127)).collect();
-            let w: Vec<i8> = (0..64).map(|_| rng.random_range(-128..=127)).collect();
+            let least = if want == RelaxedDot::SevenBit {
+                -127
+            } else {
+                -128
+            };
+            let w: Vec<i8> = (0..64).map(|_| rng.random_range(least..=127)).collect();
             (x, w)
         }));
         for (x, w) in &cases {

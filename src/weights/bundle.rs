@@ -101,6 +101,13 @@ pub enum BundleError {
     },
     #[error("tensor {name} holds a value that is not a finite number")]
     NotFinite { name: String },
+    /// An int8 weight of −128: `train` quantizes to −127..=127 (symmetric), and the CPU
+    /// engine's kernels rely on it (they negate weights).
+    #[error(
+        "int8 tensor {name} holds -128 at index {index}; webnmt bundles hold -127..=127, so this \
+         file was not written by `train`: re-export the model with `train`"
+    )]
+    Int8Range { name: String, index: usize },
     /// Writing: a matrix could not be quantized to int8 (wrong number of values, `k` not a
     /// multiple of 4, or a NaN or infinite weight).
     #[error("cannot quantize tensor {name} to int8: {reason}")]
@@ -314,6 +321,14 @@ impl Bundle {
             if spec.dtype == Dtype::F32 && f32s(view.data()).iter().any(|v| !v.is_finite()) {
                 return Err(BundleError::NotFinite {
                     name: spec.name.clone(),
+                });
+            }
+            if spec.dtype == Dtype::I8
+                && let Some(index) = view.data().iter().position(|&b| b == i8::MIN as u8)
+            {
+                return Err(BundleError::Int8Range {
+                    name: spec.name.clone(),
+                    index,
                 });
             }
         }
@@ -623,6 +638,34 @@ mod tests {
         });
         let err = Bundle::from_dir(&dir).err().expect("must fail");
         assert!(matches!(err, BundleError::VocabMismatch { .. }), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
+
+        // An int8 weight of -128 (not damage: the checksum is updated to match).
+        let dir = write_tiny("int8");
+        let path = dir.join(WEIGHTS);
+        let mut bytes = std::fs::read(&path).expect("weights");
+        let (name, at) = {
+            let tensors = SafeTensors::deserialize(&bytes).expect("safetensors");
+            let spec = tensor_specs(&tiny_config())
+                .into_iter()
+                .find(|s| s.dtype == Dtype::I8)
+                .expect("an int8 tensor");
+            let data = tensors.tensor(&spec.name).expect("tensor").data();
+            (
+                spec.name,
+                data.as_ptr() as usize - bytes.as_ptr() as usize + 5,
+            )
+        };
+        bytes[at] = 0x80;
+        std::fs::write(&path, &bytes).expect("write");
+        edit_manifest(&dir, |m| {
+            m["files"][WEIGHTS]["sha256"] = sha256_hex(&bytes).into()
+        });
+        let err = Bundle::from_dir(&dir).err().expect("must fail");
+        assert!(
+            matches!(err, BundleError::Int8Range { name: ref n, index: 5 } if *n == name),
+            "{err}"
+        );
         let _ = std::fs::remove_dir_all(&dir);
 
         // Not JSON, and unknown manifest keys.
