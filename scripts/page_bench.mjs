@@ -32,7 +32,8 @@
 // Rows: `--rows` is a JSON array of `{ label, search }` (`search` is a SearchOptions object;
 // bench passes exactly the options of its native rows); without it, greedy (beam 1, no
 // repetition penalty) and beam 4 (one group), as bench's native rows. Prints one JSON object on
-// stdout, `{ browser, adapter, lines, rows }`; every row has the fields of bench's `Row`.
+// stdout, `{ browser, adapter, backend, lines, rows }` (`backend`: the engine the page loaded,
+// e.g. `wasm simd128 + relaxed-simd (7-bit int8 dot)`); every row has the fields of bench's `Row`.
 // Target tokens are the best hypotheses' tokens (EOS excluded); the GPU counters and the
 // encoder / decoder / bookkeeping milliseconds are the engine's own `timings` of each result.
 // `peak_rss_mib` is the sum of two peak resident sizes (VmHWM, /proc) at the end of the row:
@@ -303,7 +304,7 @@ async function main() {
       : adapter.architecture === 'swiftshader'
       ? 'SwiftShader'
       : adapter.description || [adapter.vendor, adapter.architecture].filter(Boolean).join(' ') || 'WebGPU';
-    console.error(`page: Chromium ${await browser.version()}, WebGPU adapter ${JSON.stringify(adapter)}; model ready in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+    console.error(`page: Chromium ${await browser.version()}, WebGPU adapter ${JSON.stringify(adapter)}, engine backend "${backend}"; model ready in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 
     let id = FIRST_ID;
     const translate = (line, options) =>
@@ -357,6 +358,7 @@ async function main() {
     const result = {
       browser: await browser.version(),
       adapter,
+      backend,
       lines: lines.length,
       rows,
     };
