@@ -1149,28 +1149,13 @@ mod wasm {
     fn panel(x: &[i8], k: usize, w: [&[i8]; 4], sums: [i32; 4], mut f: impl FnMut(usize, v128)) {
         let n = x.len() / k.max(1);
         let row = |i: usize| &x[i * k..][..k];
+        #[cfg(feature = "relaxed-simd")]
+        let mode = relaxed_dot();
         // Tiles of `R` rows of `x` against the four rows of `w`.
         #[cfg(feature = "relaxed-simd")]
-        let (mode, seven) = {
-            let mode = relaxed_dot();
-            (mode, mode == super::RelaxedDot::SevenBit)
-        };
+        let tile = |x, w| tile_relaxed(x, w, sums, mode);
         #[cfg(feature = "relaxed-simd")]
-        let tile = |x: [&[i8]; 2], w| {
-            if seven {
-                tile_sign(x, w)
-            } else {
-                tile_relaxed(x, w, sums, mode)
-            }
-        };
-        #[cfg(feature = "relaxed-simd")]
-        let tile1 = |x: [&[i8]; 1], w| {
-            if seven {
-                tile_sign(x, w)
-            } else {
-                tile_relaxed(x, w, sums, mode)
-            }
-        };
+        let tile1 = |x, w| tile_relaxed(x, w, sums, mode);
         #[cfg(not(feature = "relaxed-simd"))]
         let (tile, tile1) = {
             let _ = sums;
@@ -1274,9 +1259,9 @@ mod wasm {
 
     /// `R` rows of `x` against four rows of `w` (summing to `sums`) with one
     /// `i32x4.relaxed_dot_i8x16_i7x16_add` per 16 columns, where the browser's dot reads its
-    /// second operand as signed or as exact unsigned bytes (`mode` is not
-    /// [`super::RelaxedDot::SevenBit`]): the operand is `x` XOR [`super::RelaxedDot::flip`], and
-    /// [`super::RelaxedDot::offset`] of the body's weight sums comes off each result.
+    /// second operand as signed or as exact unsigned bytes: the operand is `x` XOR
+    /// [`super::RelaxedDot::flip`], and [`super::RelaxedDot::offset`] of the body's weight sums
+    /// comes off each result. [`super::RelaxedDot::SevenBit`] goes to [`tile_sign`].
     #[cfg(feature = "relaxed-simd")]
     #[target_feature(enable = "relaxed-simd")]
     #[inline]
@@ -1286,6 +1271,9 @@ mod wasm {
         sums: [i32; 4],
         mode: super::RelaxedDot,
     ) -> [v128; R] {
+        if mode == super::RelaxedDot::SevenBit {
+            return tile_sign(x, w);
+        }
         let k = x[0].len();
         assert!(x.iter().all(|r| r.len() == k) && w.iter().all(|r| r.len() >= k));
         let body = k / 16 * 16;
