@@ -22,7 +22,8 @@
 // model before the first row, and one untimed warm-up sentence (the first line, the default
 // options: beam 8 in 4 groups, as bench's native warm-up) runs before the first row.
 //
-// Engine: `--engine gpu` (the default) launches Chromium with SwiftShader WebGPU; `--engine cpu`
+// Engine: `--engine gpu` (the default) launches Chromium with SwiftShader WebGPU and opens the
+// page with `?engine=gpu` (on an emulated adapter the page would pick its CPU engine); `--engine cpu`
 // launches it without WebGPU, so the page loads the model on its int8 CPU engine (WebAssembly
 // SIMD, one thread), as a browser without WebGPU does; rows are then named `page (CPU, wasm
 // relaxed SIMD)` (or `wasm SIMD`, with the build without relaxed SIMD) and the GPU counters are
@@ -287,7 +288,9 @@ async function main() {
   });
   const browser = await harness.launch({ webgpu: args.engine === 'gpu' });
   try {
-    const url = args.wasm === 'auto' ? server.url : `${server.url}?wasm=${args.wasm}`;
+    const query = new URLSearchParams({ engine: args.engine });
+    if (args.wasm !== 'auto') query.set('wasm', args.wasm);
+    const url = `${server.url}?${query}`;
     const { page, log } = await harness.openPage(browser, url, { init: captureWorkers });
     const t0 = Date.now();
     const { state, text: status } = await harness.modelState(page);
@@ -299,6 +302,9 @@ async function main() {
       return { vendor, architecture, device, description };
     });
     const backend = await page.evaluate(() => window.__pageBench.backend ?? '');
+    if ((args.engine === 'cpu') !== backend.startsWith('wasm')) {
+      throw new Error(`asked for the ${args.engine.toUpperCase()} engine, the page loaded "${backend}"\n${log.join('\n')}`);
+    }
     const label = args.engine === 'cpu'
       ? backend.includes('relaxed') ? 'CPU, wasm relaxed SIMD' : 'CPU, wasm SIMD'
       : adapter.architecture === 'swiftshader'

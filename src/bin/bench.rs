@@ -687,12 +687,29 @@ async fn run(args: Args) -> CliResult {
     );
     print_table(&rows);
     let ours = rows[0].sentences_per_sec;
-    for r in &rows[3..others] {
+    for r in rows[3..others]
+        .iter()
+        .filter(|r| !r.name.starts_with("ours CPU"))
+    {
         println!(
             "ours greedy / {}: {:.2}× (sentences per second)",
             r.name,
             ours / r.sentences_per_sec.max(1e-9)
         );
+    }
+    // Our CPU engine beside CTranslate2 int8 at the same threads and search (issue #17's ratio).
+    for ct2 in &rows[3..others] {
+        let Some(rest) = ct2.name.strip_prefix("CTranslate2 int8 CPU, ") else {
+            continue;
+        };
+        let name = format!("ours CPU int8, {rest}");
+        if let Some(cpu) = rows[3..others].iter().find(|r| r.name == name) {
+            println!(
+                "{name} / {}: {:.2}× (target tokens per second)",
+                ct2.name,
+                cpu.target_tokens_per_sec / ct2.target_tokens_per_sec.max(1e-9)
+            );
+        }
     }
     // The page beside the same setting of our engine natively (rows[i] is settings[i]) and,
     // where it ran, natively on the page's driver (rows[pages + i]).
