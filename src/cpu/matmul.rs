@@ -700,16 +700,6 @@ pub(crate) mod x86 {
         _mm_cvtss_f32(s)
     }
 
-    #[target_feature(enable = "avx2")]
-    fn hsum_i32(v: __m256i) -> i32 {
-        let lo = _mm256_castsi256_si128(v);
-        let hi = _mm256_extracti128_si256::<1>(v);
-        let s = _mm_add_epi32(lo, hi);
-        let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
-        let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s));
-        _mm_cvtsi128_si32(s)
-    }
-
     /// 8 int8 weights at `p` as f32.
     #[target_feature(enable = "avx2,fma")]
     unsafe fn load8(p: *const i8) -> __m256 {
@@ -748,32 +738,87 @@ pub(crate) mod x86 {
         super::portable::quantize_rows(x, k, q, scales);
     }
 
-    /// [`super::block`] for int8 activations with the AVX-512 VNNI tiles, scaling, bias and
-    /// ReLU in SSE registers: the same operations in the same order as
-    /// [`super::block_with`] (`d · sx · sw + b`, then `max(0, ·)`), so the same results.
-    #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vnni")]
-    pub(super) unsafe fn block_i8_vnni(
+    /// A kernel's int8 tiles, for [`fused_block`]: rows `rows` of `x` (`[_, k]`, as the
+    /// kernel's wrapper prepared it) against four rows of `w` (row sums `sums`); `each(i, d)`
+    /// gets row `i`'s four dot products.
+    trait Tiles {
+        /// # Safety
+        /// The kernel's target features must be available.
+        unsafe fn tiles(
+            x: &[i8],
+            k: usize,
+            rows: std::ops::Range<usize>,
+            w: [&[i8]; 4],
+            sums: [i32; 4],
+            each: impl FnMut(usize, __m128i),
+        );
+    }
+
+    /// The AVX-512 VNNI tiles ([`tiles_vnni`]; `x` given as `x + 128`, see [`flip`]).
+    struct Vnni;
+
+    impl Tiles for Vnni {
+        #[target_feature(enable = "avx2,avx512f,avx512bw,avx512vnni")]
+        #[inline]
+        unsafe fn tiles(
+            x: &[i8],
+            k: usize,
+            rows: std::ops::Range<usize>,
+            w: [&[i8]; 4],
+            sums: [i32; 4],
+            each: impl FnMut(usize, __m128i),
+        ) {
+            tiles_vnni(x, k, rows, w, sums, each)
+        }
+    }
+
+    /// The AVX2 tiles ([`tiles_avx2`]; `x` as it is).
+    struct Avx2;
+
+    impl Tiles for Avx2 {
+        #[target_feature(enable = "avx2")]
+        #[inline]
+        unsafe fn tiles(
+            x: &[i8],
+            k: usize,
+            rows: std::ops::Range<usize>,
+            w: [&[i8]; 4],
+            _sums: [i32; 4],
+            each: impl FnMut(usize, __m128i),
+        ) {
+            tiles_avx2(x, k, rows, w, each)
+        }
+    }
+
+    /// [`super::block`] for int8 activations `q` (prepared for the kernel `T`) with scales
+    /// `sx`: `T`'s tiles, with the scaling, bias and ReLU in SSE registers: the same
+    /// operations in the same order as [`super::block_with`] (`d · sx · sw + b`, then
+    /// `max(0, ·)`), so the same results. Inlined into each kernel's target-feature wrapper.
+    #[inline(always)]
+    unsafe fn fused_block<T: Tiles>(
         (m, w, relu, rows, y, stride): super::BlockArgs<'_, '_>,
         q: &[i8],
         sx: &[f32],
     ) {
         let (k, start) = (w.k, rows.start);
-        // `x + 128` once per product, in aligned rows, not once per group of four outputs.
-        let q = &flip(q);
-        // One row (a greedy step): the generic loop around the panel was measured faster
-        // (46 against 84 µs for the de→en logits): the fused loop below only pays with tiles.
+        // One row (a greedy step): the generic loop around the tiles was measured faster with
+        // AVX-512 VNNI (46 against 84 µs for the de→en logits): the fused loop below only pays
+        // with tiles.
         if m == 1 {
             return super::block_i8((m, w, relu, rows, y, stride), q, sx, |x, w, sums, out| {
-                tiles_vnni(x, k, 0..out.len(), w, sums, |i, s| {
-                    // SAFETY: `out[i]` holds four i32.
-                    unsafe { _mm_storeu_si128(out[i].as_mut_ptr().cast(), s) }
-                })
+                // SAFETY: the caller guarantees `T`'s features.
+                unsafe {
+                    T::tiles(x, k, 0..out.len(), w, sums, |i, s| {
+                        _mm_storeu_si128(out[i].as_mut_ptr().cast(), s)
+                    })
+                }
             });
         }
         // The loops of `super::block_with`, written again: sharing them through a helper (an
         // iterator or a struct of the group's rows) made this path 5% slower at beam 4 and
         // greedy steps 35% slower (measured twice, alternating binaries).
-        let zero = _mm_setzero_ps();
+        // SAFETY: SSE is part of x86_64.
+        let zero = unsafe { _mm_setzero_ps() };
         for m0 in (0..m).step_by(super::M_TILE) {
             let m1 = (m0 + super::M_TILE).min(m);
             let mut r = rows.start;
@@ -790,45 +835,60 @@ pub(crate) mod x86 {
                 } else {
                     let s: [f32; 4] = std::array::from_fn(|j| w.scale[pick(j)]);
                     let b: [f32; 4] = std::array::from_fn(|j| w.bias[pick(j)]);
-                    (
-                        _mm_setr_ps(s[0], s[1], s[2], s[3]),
-                        _mm_setr_ps(b[0], b[1], b[2], b[3]),
-                    )
+                    // SAFETY: SSE is part of x86_64.
+                    unsafe {
+                        (
+                            _mm_setr_ps(s[0], s[1], s[2], s[3]),
+                            _mm_setr_ps(b[0], b[1], b[2], b[3]),
+                        )
+                    }
                 };
                 // The weights of the group after next, while this one computes: 14% of a de→en
-                // beam-4 translation (the weights stream from L3; the hardware prefetcher alone
-                // kept the loads waiting).
+                // beam-4 translation with AVX-512 VNNI (the weights stream from L3; the
+                // hardware prefetcher alone kept the loads waiting).
                 let next = &w.w[((r + 8) * k).min(w.w.len())..((r + 12) * k).min(w.w.len())];
                 for line in next.chunks(64) {
-                    _mm_prefetch::<_MM_HINT_T0>(line.as_ptr());
+                    // SAFETY: SSE is part of x86_64; a prefetch never faults.
+                    unsafe { _mm_prefetch::<_MM_HINT_T0>(line.as_ptr()) };
                 }
-                tiles_vnni(q, k, m0..m1, ws, sums, |i, d| {
-                    let v = _mm_mul_ps(_mm_mul_ps(_mm_cvtepi32_ps(d), _mm_set1_ps(sx[i])), scale);
-                    let v = _mm_add_ps(v, bias);
-                    let v = if relu { _mm_max_ps(v, zero) } else { v };
-                    let dst = &mut y[i * stride + r - start..][..group];
-                    if group == 4 {
-                        // SAFETY: `dst` holds four f32.
-                        unsafe { _mm_storeu_ps(dst.as_mut_ptr(), v) };
-                    } else {
-                        let mut all = [0.0f32; 4];
-                        // SAFETY: `all` holds four f32.
-                        unsafe { _mm_storeu_ps(all.as_mut_ptr(), v) };
-                        dst.copy_from_slice(&all[..group]);
-                    }
-                });
+                // SAFETY: the caller guarantees `T`'s features (SSE is part of x86_64).
+                unsafe {
+                    T::tiles(q, k, m0..m1, ws, sums, |i, d| {
+                        let v =
+                            _mm_mul_ps(_mm_mul_ps(_mm_cvtepi32_ps(d), _mm_set1_ps(sx[i])), scale);
+                        let v = _mm_add_ps(v, bias);
+                        let v = if relu { _mm_max_ps(v, zero) } else { v };
+                        let dst = &mut y[i * stride + r - start..][..group];
+                        if group == 4 {
+                            // SAFETY: `dst` holds four f32.
+                            _mm_storeu_ps(dst.as_mut_ptr(), v);
+                        } else {
+                            let mut all = [0.0f32; 4];
+                            // SAFETY: `all` holds four f32.
+                            _mm_storeu_ps(all.as_mut_ptr(), v);
+                            dst.copy_from_slice(&all[..group]);
+                        }
+                    })
+                }
                 r += group;
             }
         }
     }
 
-    /// [`super::block_i8`] with the AVX2 panel.
+    /// [`super::block`] for int8 activations with the AVX-512 VNNI tiles ([`fused_block`]).
+    #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vnni")]
+    pub(super) unsafe fn block_i8_vnni(args: super::BlockArgs<'_, '_>, q: &[i8], sx: &[f32]) {
+        // `x + 128` once per product, in aligned rows, not once per group of four outputs.
+        let q = &flip(q);
+        // SAFETY: the features of `Vnni` are enabled here.
+        unsafe { fused_block::<Vnni>(args, q, sx) }
+    }
+
+    /// [`super::block`] for int8 activations with the AVX2 tiles ([`fused_block`]).
     #[target_feature(enable = "avx2,fma")]
     pub(super) unsafe fn block_i8(args: super::BlockArgs<'_, '_>, q: &[i8], sx: &[f32]) {
-        super::block_i8(args, q, sx, |x, w, _sums, out| {
-            // SAFETY: AVX2 is enabled here.
-            unsafe { panel_i8(x, w, out) }
-        })
+        // SAFETY: the features of `Avx2` are enabled here.
+        unsafe { fused_block::<Avx2>(args, q, sx) }
     }
 
     /// See [`super::dot4_i8`], with the AVX-512 VNNI kernel.
@@ -975,31 +1035,53 @@ pub(crate) mod x86 {
     #[target_feature(enable = "avx2")]
     pub unsafe fn panel_i8(x: &[i8], w: [&[i8]; 4], out: &mut [[i32; 4]]) {
         let k = x.len() / out.len();
-        let row = |i: usize| &x[i * k..][..k];
-        let mut i = 0;
-        // SAFETY (each call): AVX2 is enabled here.
-        while i + 2 <= out.len() {
-            let t = unsafe { tile_i8([row(i), row(i + 1)], w) };
-            out[i..i + 2].copy_from_slice(&t);
-            i += 2;
-        }
-        if i < out.len() {
-            out[i] = unsafe { dot4_i8(row(i), w) };
-        }
+        tiles_avx2(x, k, 0..out.len(), w, |i, s| {
+            // SAFETY: `out[i]` holds four i32.
+            unsafe { _mm_storeu_si128(out[i].as_mut_ptr().cast(), s) }
+        });
     }
 
     /// See [`super::dot4_i8`].
     #[target_feature(enable = "avx2")]
     pub unsafe fn dot4_i8(x: &[i8], w: [&[i8]; 4]) -> [i32; 4] {
-        // SAFETY: AVX2 is enabled here.
-        unsafe { tile_i8([x], w)[0] }
+        let mut out = [0i32; 4];
+        // SAFETY: AVX2 is enabled here; `out` holds four i32.
+        unsafe { _mm_storeu_si128(out.as_mut_ptr().cast(), tile_i8([x], w)[0]) };
+        out
+    }
+
+    /// Rows `rows` of `x` (`[_, k]`) against four rows of `w`, in tiles of two rows, then
+    /// one: `each(i, sums)` gets row `i`'s four sums.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    fn tiles_avx2(
+        x: &[i8],
+        k: usize,
+        rows: std::ops::Range<usize>,
+        w: [&[i8]; 4],
+        mut each: impl FnMut(usize, __m128i),
+    ) {
+        let row = |i: usize| &x[i * k..][..k];
+        let mut i = rows.start;
+        // SAFETY (each call): AVX2 is enabled here.
+        while i + 2 <= rows.end {
+            let t = unsafe { tile_i8([row(i), row(i + 1)], w) };
+            each(i, t[0]);
+            each(i + 1, t[1]);
+            i += 2;
+        }
+        if i < rows.end {
+            each(i, unsafe { tile_i8([row(i)], w)[0] });
+        }
     }
 
     /// `R` rows of `x` against four rows of `w`: 32 lanes per step with `maddubs` on |x| and
     /// sign(x)·w (no saturation: values are in -127..=127, a pair sums to at most
-    /// 2 · 127² < 2^15). R ≤ 2 keeps the accumulators in the 16 registers.
+    /// 2 · 127² < 2^15). R ≤ 2 keeps the accumulators in the 16 registers. Each row's four
+    /// sums come back in one vector.
     #[target_feature(enable = "avx2")]
-    unsafe fn tile_i8<const R: usize>(x: [&[i8]; R], w: [&[i8]; 4]) -> [[i32; 4]; R] {
+    #[inline]
+    unsafe fn tile_i8<const R: usize>(x: [&[i8]; R], w: [&[i8]; 4]) -> [__m128i; R] {
         let k = x[0].len();
         assert!(x.iter().all(|r| r.len() == k) && w.iter().all(|r| r.len() >= k));
         let body = k / 32 * 32;
@@ -1022,14 +1104,38 @@ pub(crate) mod x86 {
             }
             c += 32;
         }
-        std::array::from_fn(|a| {
-            std::array::from_fn(|j| {
-                let tail: i32 = (body..k)
-                    .map(|c| i32::from(x[a][c]) * i32::from(w[j][c]))
-                    .sum();
-                hsum_i32(acc[a][j]) + tail
-            })
-        })
+        // Plain loops, no closure over `acc` (that made LLVM keep the accumulators in memory).
+        let mut out = [_mm_setzero_si128(); R];
+        for a in 0..R {
+            out[a] = reduce4_256(acc[a]);
+            if body < k {
+                let rest: [i32; 4] = std::array::from_fn(|j| {
+                    (body..k)
+                        .map(|c| i32::from(x[a][c]) * i32::from(w[j][c]))
+                        .sum()
+                });
+                out[a] = _mm_add_epi32(out[a], _mm_setr_epi32(rest[0], rest[1], rest[2], rest[3]));
+            }
+        }
+        out
+    }
+
+    /// The four horizontal sums of `v` (i32 lanes), in order (as [`reduce4_512`]).
+    #[target_feature(enable = "avx2")]
+    fn reduce4_256(v: [__m256i; 4]) -> __m128i {
+        let ab = _mm256_add_epi32(
+            _mm256_unpacklo_epi32(v[0], v[1]),
+            _mm256_unpackhi_epi32(v[0], v[1]),
+        );
+        let cd = _mm256_add_epi32(
+            _mm256_unpacklo_epi32(v[2], v[3]),
+            _mm256_unpackhi_epi32(v[2], v[3]),
+        );
+        let abcd = _mm256_add_epi32(_mm256_unpacklo_epi64(ab, cd), _mm256_unpackhi_epi64(ab, cd));
+        _mm_add_epi32(
+            _mm256_castsi256_si128(abcd),
+            _mm256_extracti128_si256::<1>(abcd),
+        )
     }
 }
 
