@@ -754,25 +754,46 @@ pub(crate) mod x86 {
         );
     }
 
-    /// The AVX-512 VNNI tiles ([`tiles_vnni`]; `x` given as `x + 128`, see [`flip`]).
+    /// The AVX-512 VNNI tiles: rows of `xu` (`x + 128`, see [`flip`]) in tiles of four rows,
+    /// then two, then one ([`tile_i8_vnni`]).
     struct Vnni;
 
     impl Tiles for Vnni {
         #[target_feature(enable = "avx2,avx512f,avx512bw,avx512vnni")]
         #[inline]
         unsafe fn tiles(
-            x: &[i8],
+            xu: &[i8],
             k: usize,
             rows: std::ops::Range<usize>,
             w: [&[i8]; 4],
             sums: [i32; 4],
-            each: impl FnMut(usize, __m128i),
+            mut each: impl FnMut(usize, __m128i),
         ) {
-            tiles_vnni(x, k, rows, w, sums, each)
+            let row = |i: usize| &xu[i * k..][..k];
+            let mut i = rows.start;
+            // SAFETY (each call): the same features are enabled here.
+            while i + 4 <= rows.end {
+                let t = unsafe {
+                    tile_i8_vnni(std::array::from_fn::<_, 4, _>(|a| row(i + a)), w, sums)
+                };
+                for (a, s) in t.into_iter().enumerate() {
+                    each(i + a, s);
+                }
+                i += 4;
+            }
+            if i + 2 <= rows.end {
+                let t = unsafe { tile_i8_vnni([row(i), row(i + 1)], w, sums) };
+                each(i, t[0]);
+                each(i + 1, t[1]);
+                i += 2;
+            }
+            if i < rows.end {
+                each(i, unsafe { tile_i8_vnni([row(i)], w, sums)[0] });
+            }
         }
     }
 
-    /// The AVX2 tiles ([`tiles_avx2`]; `x` as it is).
+    /// The AVX2 tiles: rows of `x` as it is, in tiles of two rows, then one ([`tile_i8`]).
     struct Avx2;
 
     impl Tiles for Avx2 {
@@ -784,9 +805,20 @@ pub(crate) mod x86 {
             rows: std::ops::Range<usize>,
             w: [&[i8]; 4],
             _sums: [i32; 4],
-            each: impl FnMut(usize, __m128i),
+            mut each: impl FnMut(usize, __m128i),
         ) {
-            tiles_avx2(x, k, rows, w, each)
+            let row = |i: usize| &x[i * k..][..k];
+            let mut i = rows.start;
+            // SAFETY (each call): AVX2 is enabled here.
+            while i + 2 <= rows.end {
+                let t = unsafe { tile_i8([row(i), row(i + 1)], w) };
+                each(i, t[0]);
+                each(i + 1, t[1]);
+                i += 2;
+            }
+            if i < rows.end {
+                each(i, unsafe { tile_i8([row(i)], w)[0] });
+            }
         }
     }
 
@@ -807,11 +839,7 @@ pub(crate) mod x86 {
         if m == 1 {
             return super::block_i8((m, w, relu, rows, y, stride), q, sx, |x, w, sums, out| {
                 // SAFETY: the caller guarantees `T`'s features.
-                unsafe {
-                    T::tiles(x, k, 0..out.len(), w, sums, |i, s| {
-                        _mm_storeu_si128(out[i].as_mut_ptr().cast(), s)
-                    })
-                }
+                unsafe { panel::<T>(x, w, sums, out) }
             });
         }
         // The loops of `super::block_with`, written again: sharing them through a helper (an
@@ -904,11 +932,24 @@ pub(crate) mod x86 {
     /// See [`super::dot_panel_i8`]: tiles of four rows of `x`, then two, then one.
     #[target_feature(enable = "avx2,avx512f,avx512bw,avx512vnni")]
     pub unsafe fn panel_i8_vnni(x: &[i8], w: [&[i8]; 4], sums: [i32; 4], out: &mut [[i32; 4]]) {
+        // SAFETY: the features of `Vnni` are enabled here.
+        unsafe { panel::<Vnni>(&flip(x), w, sums, out) }
+    }
+
+    /// `out[i]`: row `i` of `x` (`[out.len(), _]`, prepared for `T`) against the four rows of
+    /// `w`, with `T`'s tiles.
+    ///
+    /// # Safety
+    /// `T`'s target features must be available.
+    #[inline(always)]
+    unsafe fn panel<T: Tiles>(x: &[i8], w: [&[i8]; 4], sums: [i32; 4], out: &mut [[i32; 4]]) {
         let k = x.len() / out.len();
-        tiles_vnni(&flip(x), k, 0..out.len(), w, sums, |i, s| {
-            // SAFETY: `out[i]` holds four i32.
-            unsafe { _mm_storeu_si128(out[i].as_mut_ptr().cast(), s) }
-        });
+        // SAFETY: the caller guarantees `T`'s features; `out[i]` holds four i32.
+        unsafe {
+            T::tiles(x, k, 0..out.len(), w, sums, |i, s| {
+                _mm_storeu_si128(out[i].as_mut_ptr().cast(), s)
+            })
+        }
     }
 
     /// `x + 128` (a sign-bit flip: the unsigned operand of `vpdpbusd`), 64-byte aligned.
@@ -918,40 +959,6 @@ pub(crate) mod x86 {
             *o = v ^ i8::MIN;
         }
         out
-    }
-
-    /// Rows `rows` of `xu` (`x + 128`, see [`flip`]; `[_, k]`) against four rows of `w`, in
-    /// tiles of four rows, then two, then one: `each(i, sums)` gets row `i`'s four sums.
-    #[target_feature(enable = "avx2,avx512f,avx512bw,avx512vnni")]
-    #[inline]
-    fn tiles_vnni(
-        xu: &[i8],
-        k: usize,
-        rows: std::ops::Range<usize>,
-        w: [&[i8]; 4],
-        sums: [i32; 4],
-        mut each: impl FnMut(usize, __m128i),
-    ) {
-        let row = |i: usize| &xu[i * k..][..k];
-        let mut i = rows.start;
-        // SAFETY (each call): the same features are enabled here.
-        while i + 4 <= rows.end {
-            let t =
-                unsafe { tile_i8_vnni(std::array::from_fn::<_, 4, _>(|a| row(i + a)), w, sums) };
-            for (a, s) in t.into_iter().enumerate() {
-                each(i + a, s);
-            }
-            i += 4;
-        }
-        if i + 2 <= rows.end {
-            let t = unsafe { tile_i8_vnni([row(i), row(i + 1)], w, sums) };
-            each(i, t[0]);
-            each(i + 1, t[1]);
-            i += 2;
-        }
-        if i < rows.end {
-            each(i, unsafe { tile_i8_vnni([row(i)], w, sums)[0] });
-        }
     }
 
     /// `R` rows of `x`, given as `xu = x + 128` (each `k` long), against four rows of `w`: 64
@@ -1000,45 +1007,40 @@ pub(crate) mod x86 {
         for a in 0..R {
             out[a] = _mm_sub_epi32(reduce4_512(acc[a]), shift);
             if body < k {
-                let rest: [i32; 4] = std::array::from_fn(|j| {
-                    (body..k)
-                        .map(|c| (i32::from(xu[a][c] as u8) - 128) * i32::from(w[j][c]))
-                        .sum()
-                });
-                out[a] = _mm_add_epi32(out[a], _mm_setr_epi32(rest[0], rest[1], rest[2], rest[3]));
+                let rest = tail4(xu[a], w, body, |v| i32::from(v as u8) - 128);
+                out[a] = _mm_add_epi32(out[a], rest);
             }
         }
         out
     }
 
-    /// The four horizontal sums of `v` (i32 lanes), in order: adjacent pairs interleaved and
-    /// added within 128-bit lanes (`[a, b, c, d]` per lane), then the four lanes added.
+    /// The products of columns `from..` of `x` with the four rows of `w`, as one vector;
+    /// `value` reads an entry of `x` (the VNNI kernel's are `x + 128`).
+    #[inline(always)]
+    fn tail4(x: &[i8], w: [&[i8]; 4], from: usize, value: impl Fn(i8) -> i32) -> __m128i {
+        let t: [i32; 4] = std::array::from_fn(|j| {
+            (from..x.len())
+                .map(|c| value(x[c]) * i32::from(w[j][c]))
+                .sum()
+        });
+        // SAFETY: SSE2 is part of x86_64.
+        unsafe { _mm_setr_epi32(t[0], t[1], t[2], t[3]) }
+    }
+
+    /// The four horizontal sums of `v` (i32 lanes), in order: each vector's halves added,
+    /// then [`reduce4_256`].
     #[target_feature(enable = "avx2,avx512f,avx512bw,avx512vnni")]
     fn reduce4_512(v: [__m512i; 4]) -> __m128i {
-        let ab = _mm512_add_epi32(
-            _mm512_unpacklo_epi32(v[0], v[1]),
-            _mm512_unpackhi_epi32(v[0], v[1]),
-        );
-        let cd = _mm512_add_epi32(
-            _mm512_unpacklo_epi32(v[2], v[3]),
-            _mm512_unpackhi_epi32(v[2], v[3]),
-        );
-        let abcd = _mm512_add_epi32(_mm512_unpacklo_epi64(ab, cd), _mm512_unpackhi_epi64(ab, cd));
-        let h = _mm256_add_epi32(
-            _mm512_castsi512_si256(abcd),
-            _mm512_extracti64x4_epi64::<1>(abcd),
-        );
-        _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256::<1>(h))
+        reduce4_256(v.map(|v| {
+            _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64::<1>(v))
+        }))
     }
 
     /// See [`super::dot_panel_i8`]: tiles of two rows of `x`, then one.
     #[target_feature(enable = "avx2")]
     pub unsafe fn panel_i8(x: &[i8], w: [&[i8]; 4], out: &mut [[i32; 4]]) {
-        let k = x.len() / out.len();
-        tiles_avx2(x, k, 0..out.len(), w, |i, s| {
-            // SAFETY: `out[i]` holds four i32.
-            unsafe { _mm_storeu_si128(out[i].as_mut_ptr().cast(), s) }
-        });
+        // SAFETY: the features of `Avx2` are enabled here (it reads no sums).
+        unsafe { panel::<Avx2>(x, w, [0; 4], out) }
     }
 
     /// See [`super::dot4_i8`].
@@ -1048,31 +1050,6 @@ pub(crate) mod x86 {
         // SAFETY: AVX2 is enabled here; `out` holds four i32.
         unsafe { _mm_storeu_si128(out.as_mut_ptr().cast(), tile_i8([x], w)[0]) };
         out
-    }
-
-    /// Rows `rows` of `x` (`[_, k]`) against four rows of `w`, in tiles of two rows, then
-    /// one: `each(i, sums)` gets row `i`'s four sums.
-    #[target_feature(enable = "avx2")]
-    #[inline]
-    fn tiles_avx2(
-        x: &[i8],
-        k: usize,
-        rows: std::ops::Range<usize>,
-        w: [&[i8]; 4],
-        mut each: impl FnMut(usize, __m128i),
-    ) {
-        let row = |i: usize| &x[i * k..][..k];
-        let mut i = rows.start;
-        // SAFETY (each call): AVX2 is enabled here.
-        while i + 2 <= rows.end {
-            let t = unsafe { tile_i8([row(i), row(i + 1)], w) };
-            each(i, t[0]);
-            each(i + 1, t[1]);
-            i += 2;
-        }
-        if i < rows.end {
-            each(i, unsafe { tile_i8([row(i)], w)[0] });
-        }
     }
 
     /// `R` rows of `x` against four rows of `w`: 32 lanes per step with `maddubs` on |x| and
@@ -1109,18 +1086,14 @@ pub(crate) mod x86 {
         for a in 0..R {
             out[a] = reduce4_256(acc[a]);
             if body < k {
-                let rest: [i32; 4] = std::array::from_fn(|j| {
-                    (body..k)
-                        .map(|c| i32::from(x[a][c]) * i32::from(w[j][c]))
-                        .sum()
-                });
-                out[a] = _mm_add_epi32(out[a], _mm_setr_epi32(rest[0], rest[1], rest[2], rest[3]));
+                out[a] = _mm_add_epi32(out[a], tail4(x[a], w, body, i32::from));
             }
         }
         out
     }
 
-    /// The four horizontal sums of `v` (i32 lanes), in order (as [`reduce4_512`]).
+    /// The four horizontal sums of `v` (i32 lanes), in order: adjacent pairs interleaved and
+    /// added within 128-bit lanes (`[a, b, c, d]` per lane), then the two lanes added.
     #[target_feature(enable = "avx2")]
     fn reduce4_256(v: [__m256i; 4]) -> __m128i {
         let ab = _mm256_add_epi32(
