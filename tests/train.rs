@@ -529,6 +529,43 @@ fn an_early_stopped_run_continues_when_the_patience_allows() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `--anneal`: the logged learning rate is the Noam rate times a ramp that falls linearly from 1
+/// to 0 at the run's step limit, so the last step trains at rate 0.
+#[test]
+fn an_annealed_run_ends_at_learning_rate_zero() {
+    let (dir, config) = edited_config("anneal", 40, 20, &[]);
+    let out = train_cmd(&config)
+        .arg("--anneal")
+        .output()
+        .expect("train runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let csv = std::fs::read_to_string(dir.join("run/metrics.csv")).expect("metrics.csv");
+    let rates: Vec<(usize, f64)> = csv
+        .lines()
+        .skip(1)
+        .map(|l| {
+            let cols: Vec<&str> = l.split(',').collect();
+            (cols[0].parse().expect("step"), cols[2].parse().expect("lr"))
+        })
+        .collect();
+    assert_eq!(
+        rates.iter().map(|r| r.0).collect::<Vec<_>>(),
+        [10, 20, 30, 40]
+    );
+    for (step, lr) in rates {
+        // The fixture config: tiny preset (d_model 32), lr_factor 1.0, 100 warm-up steps.
+        let noam = webnmt::train::schedule::noam(step, 32, 1.0, 100);
+        let expected = noam * (1.0 - step as f64 / 40.0);
+        // metrics.csv writes the rate with 8 decimals.
+        assert!(
+            (lr - expected).abs() <= 1e-8,
+            "step {step}: lr {lr}, expected {expected}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A run that ends at its epoch limit validates, checkpoints and exports at its last step even
 /// when that step is not a validation step, and when the epoch's last batches make no full step.
 #[test]

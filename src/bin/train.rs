@@ -78,6 +78,10 @@ struct Args {
     /// Override the Noam warm-up steps (default 8000).
     #[arg(long)]
     warmup_steps: Option<usize>,
+    /// Anneal: the learning rate falls linearly to 0 at the run's step limit or at the end of
+    /// --max-minutes, whichever comes first (`--anneal` or `--anneal false`; default off).
+    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
+    anneal: Option<bool>,
     /// Override label smoothing (default 0.05).
     #[arg(long)]
     label_smoothing: Option<f64>,
@@ -161,6 +165,7 @@ fn train(args: Args) -> CliResult {
     set(&mut config.batch.max_tokens, args.max_tokens);
     t.max_minutes = args.max_minutes.unwrap_or(t.max_minutes);
     t.lr_factor = args.lr_factor.unwrap_or(t.lr_factor);
+    t.anneal = args.anneal.unwrap_or(t.anneal);
     t.label_smoothing = args.label_smoothing.unwrap_or(t.label_smoothing);
     t.seed = args.seed.unwrap_or(t.seed);
     t.precision = args.precision.unwrap_or(t.precision);

@@ -47,6 +47,11 @@ pub struct TrainOptions {
     pub lr_factor: f64,
     /// Noam warm-up steps (reference: 8000).
     pub warmup_steps: usize,
+    /// Multiply the Noam rate by a linear ramp from 1 to 0 over the run: it reaches 0 at the
+    /// run's step limit (`max_steps` or `max_epochs`) or at the end of this invocation's
+    /// `max_minutes`, whichever comes first, so a time-budgeted round ends annealed (off by
+    /// default; the reference has no anneal).
+    pub anneal: bool,
     /// Label smoothing ε (reference: 0.05).
     pub label_smoothing: f64,
     /// Global gradient-norm clip (reference: 1.0); 0 disables.
@@ -94,6 +99,7 @@ impl Default for TrainOptions {
             accum_steps: 2,
             lr_factor: 2.0,
             warmup_steps: 8000,
+            anneal: false,
             label_smoothing: 0.05,
             clip_norm: 1.0,
             adam_beta1: 0.9,
@@ -496,12 +502,20 @@ pub fn train(
                 state.loss_scale = Some(loss_scale);
             }
             state.step += 1;
-            let lr = schedule::noam(
+            let mut lr = schedule::noam(
                 state.step,
                 config.d_model,
                 options.lr_factor,
                 options.warmup_steps,
             );
+            if options.anneal {
+                lr *= schedule::anneal(schedule::progress(
+                    state.step,
+                    total_steps,
+                    started.elapsed().as_secs_f64(),
+                    options.max_minutes * 60.0,
+                ));
+            }
             model = optim.step(lr, model, grads);
             state.target_tokens += step_tokens;
             step_tokens = 0;
