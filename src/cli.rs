@@ -140,8 +140,8 @@ pub struct EngineArgs {
     /// uses such an adapter].
     #[arg(long, value_enum)]
     pub engine: Option<EngineKind>,
-    /// With --engine cpu: threads for the large matrix products [default: 1].
-    #[arg(long)]
+    /// With the CPU engine: threads for the large matrix products, 1 to 256 [default: 1].
+    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=256))]
     pub threads: Option<usize>,
 }
 
@@ -149,8 +149,22 @@ impl EngineArgs {
     /// The CPU engine's options these flags describe.
     pub fn cpu_options(&self) -> CpuOptions {
         CpuOptions {
-            threads: self.threads.unwrap_or(1).max(1),
+            threads: self.threads.unwrap_or(1),
             ..CpuOptions::default()
+        }
+    }
+
+    /// Exits with a usage error of the command `C` when `--threads` comes with `--engine gpu`,
+    /// where it would silently do nothing.
+    pub fn refuse_threads_on_the_gpu<C: clap::CommandFactory>(&self) {
+        if self.engine == Some(EngineKind::Gpu) && self.threads.is_some() {
+            C::command()
+                .error(
+                    clap::error::ErrorKind::ArgumentConflict,
+                    "--threads sets the CPU engine's threads and does nothing with --engine gpu: \
+                     drop it, or use --engine cpu",
+                )
+                .exit();
         }
     }
 }

@@ -1,5 +1,6 @@
 //! The `translate` and `evaluate` binaries as a user runs them: line count preserved, empty
-//! lines, hostile input, invalid UTF-8, JSON output, broken bundles, and sacreBLEU agreement.
+//! lines, hostile input, invalid UTF-8, JSON output, broken bundles, engines and threads, and
+//! sacreBLEU agreement.
 #![cfg(feature = "cli")]
 
 use std::io::Write;
@@ -231,6 +232,103 @@ fn bad_options_are_refused_with_the_reason() {
     let out = translate(&["--beam", "16", "--groups", "1"], b"Hallo\n");
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("at most 8"));
+}
+
+/// `evaluate --model TINY` on the fixture corpus's 50 dev lines with `engine_args`: the
+/// translations and the JSON report.
+fn evaluate_dev(engine_args: &[&str], dir: &Path, name: &str) -> (String, serde_json::Value) {
+    let corpus = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/corpus/de-en");
+    let (output, json) = (
+        dir.join(format!("{name}.txt")),
+        dir.join(format!("{name}.json")),
+    );
+    let out = bin("evaluate")
+        .args(["--model", TINY, "--src", &format!("{corpus}/dev.de")])
+        .args(["--ref", &format!("{corpus}/dev.en")])
+        .args(engine_args)
+        .arg("--output")
+        .arg(&output)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .expect("evaluate runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = std::fs::read_to_string(&json).expect("report written");
+    (
+        std::fs::read_to_string(&output).expect("translations written"),
+        serde_json::from_str(&report).expect("report is JSON"),
+    )
+}
+
+#[test]
+fn evaluate_runs_the_cpu_engine_with_threads_and_agrees_with_the_gpu_engine() {
+    let dir = std::env::temp_dir().join(format!("webnmt-cli-evaluate-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let (one, one_report) = evaluate_dev(&["--engine", "cpu"], &dir, "cpu1");
+    let (two, two_report) = evaluate_dev(&["--engine", "cpu", "--threads", "2"], &dir, "cpu2");
+    let (gpu, gpu_report) = evaluate_dev(&["--engine", "gpu"], &dir, "gpu");
+    let engine = |r: &serde_json::Value| r["engine"].as_str().expect("engine").to_string();
+    assert!(
+        engine(&one_report).starts_with("CPU engine int8"),
+        "{one_report}"
+    );
+    assert!(
+        engine(&one_report).ends_with(", 1 thread(s))"),
+        "{one_report}"
+    );
+    assert!(
+        engine(&two_report).ends_with(", 2 thread(s))"),
+        "{two_report}"
+    );
+    assert!(
+        engine(&gpu_report).starts_with("GPU engine int8"),
+        "{gpu_report}"
+    );
+    assert_eq!(one.lines().count(), 50);
+    // Threads split the products' rows, never a sum: the same translations, bit for bit.
+    assert_eq!(one, two);
+    assert_eq!(one_report["report"]["bleu"], two_report["report"]["bleu"]);
+    // The same int8 weights on both engines, but the CPU engine quantizes activations too
+    // (its default products): near-ties of the tiny model flip on a few sentences, as in
+    // tests/cpu.rs (`cpu_beam_search_equals_burn_beam_search` allows 12 of 50).
+    let differ = one.lines().zip(gpu.lines()).filter(|(a, b)| a != b).count();
+    assert_eq!(gpu.lines().count(), 50);
+    assert!(
+        differ <= 12,
+        "{differ} of 50 translations differ:\n{one}\n{gpu}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn threads_are_refused_where_they_would_do_nothing() {
+    for (args, says) in [
+        (
+            &["--engine", "gpu", "--threads", "2"][..],
+            "does nothing with --engine gpu",
+        ),
+        (
+            &["--engine", "cpu", "--threads", "0"][..],
+            "0 is not in 1..=256",
+        ),
+    ] {
+        // No input: the process exits before it reads any (writing some could race its exit).
+        let out = bin("translate")
+            .args(["--model", TINY])
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("translate runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
 }
 
 #[test]

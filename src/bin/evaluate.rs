@@ -61,7 +61,9 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    run_main(|| pollster::block_on(run(Args::parse())))
+    let args = Args::parse();
+    args.engine.refuse_threads_on_the_gpu::<Args>();
+    run_main(|| pollster::block_on(run(args)))
 }
 
 fn read_lines(path: &Path, limit: Option<usize>) -> CliResult<Vec<String>> {

@@ -41,7 +41,9 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    run_main(|| pollster::block_on(run(Args::parse())))
+    let args = Args::parse();
+    args.engine.refuse_threads_on_the_gpu::<Args>();
+    run_main(|| pollster::block_on(run(args)))
 }
 
 async fn run(args: Args) -> CliResult {
