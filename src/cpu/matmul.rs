@@ -1153,7 +1153,7 @@ mod wasm {
     /// See [`super::dot_panel_i8`].
     pub fn panel_i8(x: &[i8], w: [&[i8]; 4], sums: [i32; 4], out: &mut [[i32; 4]]) {
         let k = x.len() / out.len();
-        panel(x, k, w, sums, |i, d| {
+        panel(&lanes(x), k, w, sums, |i, d| {
             out[i] = [
                 i32x4_extract_lane::<0>(d),
                 i32x4_extract_lane::<1>(d),
@@ -1183,6 +1183,7 @@ mod wasm {
         let (k, start) = (w.k, rows.start);
         for m0 in (0..m).step_by(super::M_TILE) {
             let m1 = (m0 + super::M_TILE).min(m);
+            let x = lanes(&q[m0 * k..m1 * k]);
             let mut r = rows.start;
             while r < rows.end {
                 let group = (rows.end - r).min(4);
@@ -1190,9 +1191,9 @@ mod wasm {
                 let pick = |j: usize| r + j.min(group - 1);
                 let ws: [&[i8]; 4] = std::array::from_fn(|j| w.row(pick(j)));
                 let sums: [i32; 4] = std::array::from_fn(|j| w.sums[pick(j)]);
-                let lanes = |v: &[f32]| f32x4(v[pick(0)], v[pick(1)], v[pick(2)], v[pick(3)]);
-                let (scale, bias) = (lanes(&w.scale), lanes(&w.bias));
-                panel(&q[m0 * k..m1 * k], k, ws, sums, |i, d| {
+                let four = |v: &[f32]| f32x4(v[pick(0)], v[pick(1)], v[pick(2)], v[pick(3)]);
+                let (scale, bias) = (four(&w.scale), four(&w.bias));
+                panel(&x, k, ws, sums, |i, d| {
                     let i = m0 + i;
                     let v = f32x4_mul(f32x4_convert_i32x4(d), f32x4_splat(sx[i]));
                     let mut v = f32x4_add(f32x4_mul(v, scale), bias);
@@ -1219,13 +1220,13 @@ mod wasm {
         }
     }
 
-    /// `f(i, dots)` for every row `i` of `x` (`[rows, k]`), `dots` its four products with `w`
-    /// (whose rows sum to `sums`) as one vector, in tiles of two rows, then one. The relaxed
-    /// build uses the kernel of the browser's [`super::RelaxedDot`] mode. (It is only loaded
-    /// where the browser validated relaxed SIMD, web/worker.js; elsewhere the module would not
-    /// compile at all.)
+    /// `f(i, dots)` for every row `i` of `x` (`[rows, k]`, see [`lanes`]), `dots` its four
+    /// products with `w` (whose rows sum to `sums`) as one vector, in tiles of two rows, then
+    /// one. The relaxed build uses the kernel of the browser's [`super::RelaxedDot`] mode. (It
+    /// is only loaded where the browser validated relaxed SIMD, web/worker.js; elsewhere the
+    /// module would not compile at all.)
     #[inline(always)]
-    fn panel(x: &[i8], k: usize, w: [&[i8]; 4], sums: [i32; 4], mut f: impl FnMut(usize, v128)) {
+    fn panel(x: &[Lane], k: usize, w: [&[i8]; 4], sums: [i32; 4], mut f: impl FnMut(usize, v128)) {
         let n = x.len() / k.max(1);
         let row = |i: usize| &x[i * k..][..k];
         #[cfg(feature = "relaxed-simd")]
@@ -1252,6 +1253,22 @@ mod wasm {
         }
     }
 
+    /// An element of `x` as the kernels read it: widened to i16 in the simd128 build, so that
+    /// each row is widened once per product, not once per group of four rows of `W`.
+    #[cfg(not(feature = "relaxed-simd"))]
+    type Lane = i16;
+    /// An element of `x` as the kernels read it: int8, as the relaxed dot products take it.
+    #[cfg(feature = "relaxed-simd")]
+    type Lane = i8;
+
+    /// `x` as the kernels read it ([`Lane`]).
+    fn lanes(x: &[i8]) -> std::borrow::Cow<'_, [Lane]> {
+        #[cfg(not(feature = "relaxed-simd"))]
+        return std::borrow::Cow::Owned(x.iter().map(|&v| i16::from(v)).collect());
+        #[cfg(feature = "relaxed-simd")]
+        std::borrow::Cow::Borrowed(x)
+    }
+
     /// The four horizontal sums of `acc` as one vector (lane `j`: the sum of `acc[j]`'s lanes).
     fn reduce4(acc: [v128; 4]) -> v128 {
         let pairs = |a: v128, b: v128| {
@@ -1269,23 +1286,23 @@ mod wasm {
 
     /// The products of columns `from..` of `x` with the four rows of `w`, as one vector.
     #[inline(always)]
-    fn tail4(x: &[i8], w: [&[i8]; 4], from: usize) -> v128 {
+    fn tail4<T: Copy + Into<i32>>(x: &[T], w: [&[i8]; 4], from: usize) -> v128 {
         if from >= x.len() {
             return i32x4_splat(0);
         }
         let t: [i32; 4] = std::array::from_fn(|j| {
             (from..x.len())
-                .map(|c| i32::from(x[c]) * i32::from(w[j][c]))
+                .map(|c| x[c].into() * i32::from(w[j][c]))
                 .sum()
         });
         i32x4(t[0], t[1], t[2], t[3])
     }
 
-    /// `R` rows of `x` against four rows of `w`: i8 widened to i16, `i32x4.dot_i16x8`; each
-    /// widened vector of `w` serves `R` rows.
+    /// `R` rows of `x` (widened to i16 already) against four rows of `w`: `w` widened to i16,
+    /// `i32x4.dot_i16x8`; each widened vector of `w` serves `R` rows.
     #[cfg(not(feature = "relaxed-simd"))]
     #[inline(always)]
-    fn tile_i8<const R: usize>(x: [&[i8]; R], w: [&[i8]; 4]) -> [v128; R] {
+    fn tile_i8<const R: usize>(x: [&[i16]; R], w: [&[i8]; 4]) -> [v128; R] {
         let k = x[0].len();
         assert!(x.iter().all(|r| r.len() == k) && w.iter().all(|r| r.len() >= k));
         let body = k / 8 * 8;
@@ -1297,7 +1314,7 @@ mod wasm {
                 let wv: [v128; 4] =
                     std::array::from_fn(|j| i16x8_load_extend_i8x8(w[j].as_ptr().add(c)));
                 for a in 0..R {
-                    let xv = i16x8_load_extend_i8x8(x[a].as_ptr().add(c));
+                    let xv = v128_load(x[a].as_ptr().add(c).cast());
                     for j in 0..4 {
                         acc[a][j] = i32x4_add(acc[a][j], i32x4_dot_i16x8(xv, wv[j]));
                     }
