@@ -127,7 +127,7 @@ pub enum EngineKind {
     /// The WebGPU engine (wgpu: Vulkan, Metal, DX12).
     #[default]
     Gpu,
-    /// The int8 CPU engine (AVX2 where the CPU has it).
+    /// The int8 CPU engine (AVX-512 VNNI or AVX2 where the CPU has them).
     Cpu,
 }
 
@@ -149,20 +149,23 @@ impl EngineArgs {
     /// The CPU engine's options these flags describe.
     pub fn cpu_options(&self) -> CpuOptions {
         CpuOptions {
-            threads: self.threads.unwrap_or(1),
+            threads: self.threads.unwrap_or(1).max(1),
             ..CpuOptions::default()
         }
     }
 
-    /// Exits with a usage error of the command `C` when `--threads` comes with `--engine gpu`,
-    /// where it would silently do nothing.
-    pub fn refuse_threads_on_the_gpu<C: clap::CommandFactory>(&self) {
-        if self.engine == Some(EngineKind::Gpu) && self.threads.is_some() {
+    /// Exits with a usage error of the command `C` when `--threads` is given and the CPU engine
+    /// cannot run (`cpu_engine` false), where it would silently do nothing; `how` says what
+    /// does run it.
+    pub fn refuse_unused_threads<C: clap::CommandFactory>(&self, cpu_engine: bool, how: &str) {
+        if self.threads.is_some() && !cpu_engine {
             C::command()
                 .error(
                     clap::error::ErrorKind::ArgumentConflict,
-                    "--threads sets the CPU engine's threads and does nothing with --engine gpu: \
-                     drop it, or use --engine cpu",
+                    format!(
+                        "--threads sets the CPU engine's threads, and this command would not \
+                         run the CPU engine: {how}, or drop --threads"
+                    ),
                 )
                 .exit();
         }

@@ -226,12 +226,20 @@ fn a_broken_bundle_is_one_clear_error_before_the_gpu() {
 
 #[test]
 fn bad_options_are_refused_with_the_reason() {
-    let out = translate(&["--beam", "6", "--groups", "4"], b"Hallo\n");
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("divide"));
-    let out = translate(&["--beam", "16", "--groups", "1"], b"Hallo\n");
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("at most 8"));
+    for (args, says) in [
+        (["--beam", "6", "--groups", "4"], "divide"),
+        (["--beam", "16", "--groups", "1"], "at most 8"),
+    ] {
+        // No input: refused before any is read (writing some could race the exit).
+        let out = bin("translate")
+            .args(["--model", TINY, "--engine", "gpu"])
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("translate runs");
+        assert!(!out.status.success());
+        assert!(String::from_utf8_lossy(&out.stderr).contains(says));
+    }
 }
 
 /// `evaluate --model TINY` on the fixture corpus's 50 dev lines with `engine_args`: the
@@ -307,27 +315,39 @@ fn evaluate_runs_the_cpu_engine_with_threads_and_agrees_with_the_gpu_engine() {
 
 #[test]
 fn threads_are_refused_where_they_would_do_nothing() {
-    for (args, says) in [
+    let corpus = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/corpus/de-en");
+    let (src, reference) = (format!("{corpus}/dev.de"), format!("{corpus}/dev.en"));
+    let unused = "would not run the CPU engine";
+    for (name, args, says) in [
         (
+            "translate",
             &["--engine", "gpu", "--threads", "2"][..],
-            "does nothing with --engine gpu",
+            unused,
         ),
         (
-            &["--engine", "cpu", "--threads", "0"][..],
+            "translate",
+            &["--engine", "cpu", "--threads", "0"],
             "0 is not in 1..=256",
         ),
+        ("evaluate", &["--threads", "2"], unused),
+        ("evaluate", &["--engine", "gpu", "--threads", "2"], unused),
+        (
+            "evaluate",
+            &["--cpu", "--engine", "cpu", "--threads", "2"],
+            unused,
+        ),
     ] {
+        let mut cmd = bin(name);
+        cmd.args(["--model", TINY]);
+        if name == "evaluate" {
+            cmd.args(["--src", &src, "--ref", &reference]);
+        }
         // No input: the process exits before it reads any (writing some could race its exit).
-        let out = bin("translate")
-            .args(["--model", TINY])
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .expect("translate runs");
+        let out = cmd.args(args).stdin(Stdio::null()).output().expect("runs");
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{args:?}: {stderr}");
-        assert!(stderr.contains(says), "{args:?}: {stderr}");
-        assert!(out.stdout.is_empty(), "{args:?}");
+        assert!(!out.status.success(), "{name} {args:?}: {stderr}");
+        assert!(stderr.contains(says), "{name} {args:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "{name} {args:?}");
     }
 }
 

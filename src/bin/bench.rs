@@ -41,7 +41,7 @@ use webnmt::weights::Bundle;
 /// Benchmark the GPU engine against burn (flex CPU, wgpu), CTranslate2 and our page in
 /// Chromium on one test file.
 #[derive(Parser, Debug)]
-#[command(version, about)]
+#[command(name = "bench", version, about)]
 struct Args {
     /// The model bundle.
     #[arg(long)]

@@ -21,7 +21,7 @@ use webnmt::weights::Bundle;
 
 /// Score translations with sacreBLEU-compatible BLEU / chrF and an error analysis.
 #[derive(Parser, Debug)]
-#[command(version, about)]
+#[command(name = "evaluate", version, about)]
 struct Args {
     /// Source sentences, one per line (translated with --model, or used by the error analysis).
     #[arg(long)]
@@ -62,7 +62,14 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    args.engine.refuse_threads_on_the_gpu::<Args>();
+    let cpu_engine = args.engine.engine == Some(EngineKind::Cpu)
+        && args.model.is_some()
+        && args.checkpoint.is_none()
+        && !args.cpu;
+    args.engine.refuse_unused_threads::<Args>(
+        cpu_engine,
+        "use --model with --engine cpu (without --cpu or --checkpoint)",
+    );
     run_main(|| pollster::block_on(run(args)))
 }
 

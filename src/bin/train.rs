@@ -25,7 +25,7 @@ enum DeviceChoice {
 
 /// Train a Transformer translation model and export it as an int8 bundle.
 #[derive(Parser, Debug)]
-#[command(version, about)]
+#[command(name = "train", version, about)]
 struct Args {
     /// The run's TOML config (corpus files, tokenizers, model, training settings).
     #[arg(long)]

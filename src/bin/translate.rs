@@ -23,7 +23,7 @@ use webnmt::weights::Bundle;
 
 /// Translate text from stdin with a webnmt model bundle on the GPU (or the CPU).
 #[derive(Parser, Debug)]
-#[command(version, about)]
+#[command(name = "translate", version, about)]
 struct Args {
     /// The model bundle directory (manifest.json, model.safetensors, tokenizers).
     #[arg(long)]
@@ -42,7 +42,9 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    args.engine.refuse_threads_on_the_gpu::<Args>();
+    let gpu_only = args.engine.engine == Some(EngineKind::Gpu);
+    args.engine
+        .refuse_unused_threads::<Args>(!gpu_only, "use --engine cpu");
     run_main(|| pollster::block_on(run(args)))
 }
 
@@ -60,6 +62,13 @@ async fn run(args: Args) -> CliResult {
             ),
             Ok(gpu) => {
                 let adapter = gpu.adapter().clone();
+                if args.engine.threads.is_some() {
+                    eprintln!(
+                        "note: translating on {}; --threads applies to the CPU engine only \
+                         (--engine cpu to use it)",
+                        adapter.name
+                    );
+                }
                 let engine = Engine::new(gpu, bundle).await?;
                 engine.check_options(&options.search)?;
                 eprintln!(

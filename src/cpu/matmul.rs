@@ -31,7 +31,8 @@ pub enum MatmulKind {
     F32,
     /// Activations quantized per row to int8, i32 accumulation. The default: 2.0–5.2× the f32
     /// variant's GFLOP/s on one core at the shipped model's sizes with AVX-512 VNNI (the
-    /// `matmul_timing` test), about 1.6× with AVX2, and the smallest memory traffic.
+    /// `matmul_timing` test), 1.6× with the first, untiled AVX2 kernel, and the smallest
+    /// memory traffic.
     #[default]
     Int8,
 }
@@ -1150,7 +1151,8 @@ mod wasm {
         })
     }
 
-    /// See [`super::dot_panel_i8`].
+    /// See [`super::dot_panel_i8`]. Widens `x` into a new buffer on every call ([`lanes`]):
+    /// for tests; the engine goes through [`block_i8`], which widens once per tile of rows.
     pub fn panel_i8(x: &[i8], w: [&[i8]; 4], sums: [i32; 4], out: &mut [[i32; 4]]) {
         let k = x.len() / out.len();
         panel(&lanes(x), k, w, sums, |i, d| {
@@ -1309,7 +1311,7 @@ mod wasm {
         let mut acc = [[i32x4_splat(0); 4]; R];
         let mut c = 0;
         while c < body {
-            // SAFETY: c + 8 ≤ k ≤ every row's length.
+            // SAFETY: c + 8 ≤ k ≤ every row's length, in elements; v128 loads are unaligned.
             unsafe {
                 let wv: [v128; 4] =
                     std::array::from_fn(|j| i16x8_load_extend_i8x8(w[j].as_ptr().add(c)));
