@@ -280,23 +280,17 @@ fn evaluate_runs_the_cpu_engine_with_threads_and_agrees_with_the_gpu_engine() {
     let (one, one_report) = evaluate_dev(&["--engine", "cpu"], &dir, "cpu1");
     let (two, two_report) = evaluate_dev(&["--engine", "cpu", "--threads", "2"], &dir, "cpu2");
     let (gpu, gpu_report) = evaluate_dev(&["--engine", "gpu"], &dir, "gpu");
-    let engine = |r: &serde_json::Value| r["engine"].as_str().expect("engine").to_string();
-    assert!(
-        engine(&one_report).starts_with("CPU engine int8"),
-        "{one_report}"
-    );
-    assert!(
-        engine(&one_report).ends_with(", 1 thread(s))"),
-        "{one_report}"
-    );
-    assert!(
-        engine(&two_report).ends_with(", 2 thread(s))"),
-        "{two_report}"
-    );
-    assert!(
-        engine(&gpu_report).starts_with("GPU engine int8"),
-        "{gpu_report}"
-    );
+    for (report, starts, ends) in [
+        (&one_report, "CPU engine int8", ", 1 thread(s))"),
+        (&two_report, "CPU engine int8", ", 2 thread(s))"),
+        (&gpu_report, "GPU engine int8", ""),
+    ] {
+        let engine = report["engine"].as_str().expect("engine");
+        assert!(
+            engine.starts_with(starts) && engine.ends_with(ends),
+            "{engine}"
+        );
+    }
     assert_eq!(one.lines().count(), 50);
     // Threads split the products' rows, never a sum: the same translations, bit for bit.
     assert_eq!(one, two);
