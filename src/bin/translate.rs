@@ -222,16 +222,25 @@ impl Summary {
             return;
         }
         let steps = self.steps.max(1) as f64;
+        // Lines that arrive together are translated as one batch, so the step count depends on
+        // how stdin was read; the GPU counts are only there for the GPU engine.
+        let gpu = if self.dispatches == 0 {
+            String::new()
+        } else {
+            format!(
+                ": {:.1} dispatches, {:.2} submits, {:.0} bytes read back per step (encoder passes \
+                 included)",
+                self.dispatches as f64 / steps,
+                self.submits as f64 / steps,
+                self.bytes_read as f64 / steps,
+            )
+        };
         eprintln!(
-            "{} sentences in {:.0} ms ({:.1} ms per sentence); {} decoder steps: {:.1} dispatches, \
-             {:.2} submits, {:.0} bytes read back per step (encoder passes included)",
+            "{} sentences in {:.0} ms ({:.1} ms per sentence); {} decoder steps{gpu}",
             self.sentences,
             self.ms,
             self.ms / self.sentences as f64,
             self.steps,
-            self.dispatches as f64 / steps,
-            self.submits as f64 / steps,
-            self.bytes_read as f64 / steps,
         );
         if self.cached > 0 {
             eprintln!("{} repeated sentences translated once", self.cached);
