@@ -149,12 +149,21 @@ async fn run(args: Args) -> CliResult {
     Ok(())
 }
 
-/// Prints `done / total` on stderr, at most once per percent.
+/// Prints `done / total` on stderr: on a terminal in place, at most once per percent; into a log
+/// (stderr redirected) one line per tenth, so the log stays readable.
 fn progress(done: usize, total: usize) {
-    if done == total || (done * 100 / total.max(1)) != ((done - 1) * 100 / total.max(1)) {
-        eprint!("\rtranslated {done}/{total}");
-        if done == total {
-            eprintln!();
+    use std::io::IsTerminal;
+    let terminal = std::io::stderr().is_terminal();
+    let parts = if terminal { 100 } else { 10 };
+    let part = |n: usize| n * parts / total.max(1);
+    if done == total || part(done) != part(done - 1) {
+        if terminal {
+            eprint!("\rtranslated {done}/{total}");
+            if done == total {
+                eprintln!();
+            }
+        } else {
+            eprintln!("translated {done}/{total}");
         }
     }
 }
