@@ -529,6 +529,44 @@ fn an_early_stopped_run_continues_when_the_patience_allows() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The learning rate is a function of the step and the schedule (`lr_factor`, `warmup_steps`):
+/// `--resume` with another schedule is refused with the run's values, and changes nothing.
+#[test]
+fn a_resume_with_another_learning_rate_schedule_is_refused() {
+    let (dir, config) = edited_config("schedule", 20, 10, &[]);
+    let run = dir.join("run");
+    let train = |args: &[&str]| {
+        let out = train_cmd(&config).args(args).output().expect("train runs");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, stderr) = train(&[]);
+    assert!(ok, "{stderr}");
+    let state = std::fs::read_to_string(run.join("checkpoints/step-00000020/state.json"))
+        .expect("state.json");
+    assert!(state.contains(r#""lr_factor": 1.0"#), "{state}");
+
+    for args in [
+        &["--resume", "--lr-factor", "0.5"][..],
+        &["--resume", "--warmup-steps", "50"],
+    ] {
+        let (ok, stderr) = train(args);
+        assert!(!ok, "{args:?} was accepted:\n{stderr}");
+        assert!(
+            stderr.contains("trained with --lr-factor 1 --warmup-steps 100, not")
+                && stderr.contains("resume with the run's values"),
+            "{stderr}"
+        );
+    }
+    assert_eq!(losses(&run).last().map(|r| r.0), Some(20));
+    // The same schedule resumes (this run had reached its step limit).
+    let (ok, stderr) = train(&["--resume", "--lr-factor", "1.0"]);
+    assert!(ok && stderr.contains("nothing to resume"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `--anneal`: the logged learning rate is the Noam rate times a ramp that falls linearly from 1
 /// to 0 at the run's step limit, so the last step trains at rate 0.
 #[test]

@@ -169,6 +169,17 @@ pub struct TrainState {
     pub skipped_steps: usize,
     /// Why the run ended, once it has.
     pub stopped: Option<String>,
+    /// The learning-rate schedule the run's steps were taken with: the rate is a function of it
+    /// and the step, so a resumed run must keep it. Absent in older checkpoints.
+    #[serde(default)]
+    pub schedule: Option<Schedule>,
+}
+
+/// The options the learning rate at a step is computed from ([`schedule::noam`]).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Schedule {
+    pub lr_factor: f64,
+    pub warmup_steps: usize,
 }
 
 /// What a finished run reports.
@@ -371,6 +382,26 @@ pub fn train(
         optim = optim
             .load(dir.join("optim.bpk"))
             .map_err(|e| bad(format!("{e:?}")))?;
+    }
+    let schedule = Schedule {
+        lr_factor: options.lr_factor,
+        warmup_steps: options.warmup_steps,
+    };
+    match state.schedule {
+        Some(theirs) if theirs != schedule => {
+            return Err(TrainError::Options(format!(
+                "this run's checkpoints were trained with --lr-factor {} --warmup-steps {}, not \
+                 --lr-factor {} --warmup-steps {}: the learning rate is computed from them and \
+                 the step, so resume with the run's values, or start another run from this \
+                 one's weights (--init-from {} and another --run-dir)",
+                theirs.lr_factor,
+                theirs.warmup_steps,
+                schedule.lr_factor,
+                schedule.warmup_steps,
+                run_dir.join("bundle").display(),
+            )));
+        }
+        _ => state.schedule = Some(schedule),
     }
     if let Some(reason) = state.stopped.clone() {
         let early = reason.starts_with(EARLY_STOPPING);
