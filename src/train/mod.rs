@@ -172,14 +172,7 @@ pub struct TrainState {
     /// The learning-rate schedule the run's steps were taken with: the rate is a function of it
     /// and the step, so a resumed run must keep it. Absent in older checkpoints.
     #[serde(default)]
-    pub schedule: Option<Schedule>,
-}
-
-/// The options the learning rate at a step is computed from ([`schedule::noam`]).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Schedule {
-    pub lr_factor: f64,
-    pub warmup_steps: usize,
+    pub schedule: Option<schedule::Schedule>,
 }
 
 /// What a finished run reports.
@@ -348,6 +341,10 @@ pub fn train(
         .with_epsilon(options.adam_epsilon)
         .init();
     let mut state = TrainState::default();
+    let schedule = schedule::Schedule {
+        lr_factor: options.lr_factor,
+        warmup_steps: options.warmup_steps,
+    };
     let latest = if resume {
         checkpoints.latest().map_err(io(&ckpt_dir))?
     } else {
@@ -376,19 +373,7 @@ pub fn train(
         let json =
             std::fs::read_to_string(dir.join("state.json")).map_err(|e| bad(e.to_string()))?;
         state = serde_json::from_str(&json).map_err(|e| bad(e.to_string()))?;
-        model = model
-            .try_load_file(dir.join("model.bpk"))
-            .map_err(|e| bad(format!("{e:?}")))?;
-        optim = optim
-            .load(dir.join("optim.bpk"))
-            .map_err(|e| bad(format!("{e:?}")))?;
-    }
-    let schedule = Schedule {
-        lr_factor: options.lr_factor,
-        warmup_steps: options.warmup_steps,
-    };
-    match state.schedule {
-        Some(theirs) if theirs != schedule => {
+        if let Some(theirs) = state.schedule.filter(|theirs| *theirs != schedule) {
             return Err(TrainError::Options(format!(
                 "this run's checkpoints were trained with --lr-factor {} --warmup-steps {}, not \
                  --lr-factor {} --warmup-steps {}: the learning rate is computed from them and \
@@ -401,8 +386,14 @@ pub fn train(
                 run_dir.join("bundle").display(),
             )));
         }
-        _ => state.schedule = Some(schedule),
+        model = model
+            .try_load_file(dir.join("model.bpk"))
+            .map_err(|e| bad(format!("{e:?}")))?;
+        optim = optim
+            .load(dir.join("optim.bpk"))
+            .map_err(|e| bad(format!("{e:?}")))?;
     }
+    state.schedule = Some(schedule);
     if let Some(reason) = state.stopped.clone() {
         let early = reason.starts_with(EARLY_STOPPING);
         if early && !options.stops_early(state.evals_without_improvement) {
@@ -533,12 +524,7 @@ pub fn train(
                 state.loss_scale = Some(loss_scale);
             }
             state.step += 1;
-            let mut lr = schedule::noam(
-                state.step,
-                config.d_model,
-                options.lr_factor,
-                options.warmup_steps,
-            );
+            let mut lr = schedule.rate(state.step, config.d_model);
             if options.anneal {
                 lr *= schedule::anneal(schedule::progress(
                     state.step,

@@ -9,6 +9,21 @@ pub fn noam(step: usize, d_model: usize, factor: f64, warmup: usize) -> f64 {
     factor * (d_model as f64).powf(-0.5) * step.powf(-0.5).min(step * warmup.powf(-1.5))
 }
 
+/// The options the learning rate at a step is computed from; a checkpoint records it, so a
+/// resumed run keeps it.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Schedule {
+    pub lr_factor: f64,
+    pub warmup_steps: usize,
+}
+
+impl Schedule {
+    /// The Noam rate at `step` ([`noam`]).
+    pub fn rate(&self, step: usize, d_model: usize) -> f64 {
+        noam(step, d_model, self.lr_factor, self.warmup_steps)
+    }
+}
+
 /// The anneal's multiplier on the rate: 1 at the start, falling linearly to 0 when `progress`
 /// (the larger of the run's share of its steps and the round's share of its minutes) reaches 1.
 pub fn anneal(progress: f64) -> f64 {
