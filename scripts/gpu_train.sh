@@ -23,13 +23,13 @@
 #        --lr-factor / --warmup-steps there replace the config's before the scaling);
 #     3. writes the run (newest checkpoint with optim.bpk and state.json, bundle)
 #        as one tar in 15 MB parts under /tmp/webnmt-out, and copies the first 4 parts, the
-#        probe table and the log to $OUT.
+#        probe table, metrics.csv and the log to $OUT.
 #   scripts/gpu_train.sh fetch K      copies parts 4K..4K+3 to $OUT (the tool returns at most
 #                                     8 files of 16 MiB a call); call it while the machine is warm
 # Here again:
-#   scripts/gpu_train.sh unpack DIR [PAIR]   joins the parts fetched into DIR (the tool's
-#     files_at folders, in order) into $WEBNMT_RUNS/PAIR-gpu (default ~/webnmt-runs), ready for
-#     `train --resume` there or `scripts/improve.sh` (SKIP_TRAIN=1 RUN_DIR=...).
+#   scripts/gpu_train.sh unpack DIR [PAIR]   joins the run.tar.NN parts (copy every call's
+#     files_at files into one folder DIR first) into $WEBNMT_RUNS/PAIR-gpu (default
+#     ~/webnmt-runs), ready for `train --resume` there or `scripts/improve.sh` (SKIP_TRAIN=1 RUN_DIR=...).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cmd="${1:-}"
