@@ -529,6 +529,39 @@ fn an_early_stopped_run_continues_when_the_patience_allows() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A run that reached its step limit says which flag continues it on `--resume`; with a higher
+/// limit it goes on from its checkpoint (a long run that reached `max_epochs` is not stuck).
+#[test]
+fn a_finished_run_continues_when_its_limit_is_raised() {
+    let (dir, config) = edited_config("limit", 20, 10, &[]);
+    let run = dir.join("run");
+    let train = |args: &[&str]| {
+        let out = train_cmd(&config).args(args).output().expect("train runs");
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{stderr}");
+        stderr
+    };
+    let stderr = train(&[]);
+    assert!(stderr.contains("done: 20 steps"), "{stderr}");
+
+    let stderr = train(&["--resume"]);
+    assert!(
+        stderr.contains("(reached 20 steps); nothing to resume; --max-steps above 20 continues it"),
+        "{stderr}"
+    );
+    assert_eq!(losses(&run).last().map(|r| r.0), Some(20));
+
+    let stderr = train(&["--resume", "--max-steps", "40"]);
+    assert!(
+        stderr.contains("continuing a run that had stopped (reached 20 steps)"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("done: 40 steps"), "{stderr}");
+    let steps: Vec<usize> = losses(&run).iter().map(|r| r.0).collect();
+    assert_eq!(steps, vec![10, 20, 30, 40]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The learning rate is a function of the step and the schedule (`lr_factor`, `warmup_steps`):
 /// `--resume` with another schedule is refused with the run's values, and changes nothing.
 #[test]

@@ -321,6 +321,13 @@ pub fn train(
     };
     let workers: Vec<Device> = devices.iter().map(|d| d.clone().autodiff()).collect();
     let batches_per_step = options.accum_steps * workers.len();
+    let batches_per_epoch = data.train.plan(0).len();
+    let steps_per_epoch = batches_per_epoch.div_ceil(batches_per_step).max(1);
+    let total_steps = match (options.max_steps, options.max_epochs) {
+        (0, e) => e * steps_per_epoch,
+        (s, 0) => s,
+        (s, e) => s.min(e * steps_per_epoch),
+    };
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source| TrainError::Io { path, source }
@@ -396,10 +403,20 @@ pub fn train(
     state.schedule = Some(schedule);
     if let Some(reason) = state.stopped.clone() {
         let early = reason.starts_with(EARLY_STOPPING);
+        // A run stopped by its step or epoch limit goes on when this invocation's limits are
+        // higher (`--max-epochs`, `--max-steps`).
+        let limits_allow_more = state.step < total_steps
+            && (options.max_epochs == 0 || state.epoch < options.max_epochs);
         if early && !options.stops_early(state.evals_without_improvement) {
             eprintln!(
                 "continuing a run that had stopped ({reason}): --patience {} lets it go on",
                 options.patience
+            );
+            state.stopped = None;
+        } else if !early && limits_allow_more {
+            eprintln!(
+                "continuing a run that had stopped ({reason}): the limits now allow {total_steps} \
+                 steps"
             );
             state.stopped = None;
         } else {
@@ -409,7 +426,15 @@ pub fn train(
                     state.evals_without_improvement
                 )
             } else {
-                String::new()
+                let mut raise = Vec::new();
+                if options.max_steps > 0 && state.step >= options.max_steps {
+                    raise.push(format!("--max-steps above {}", state.step));
+                }
+                if raise.is_empty() || (options.max_epochs > 0 && state.epoch >= options.max_epochs)
+                {
+                    raise.push(format!("--max-epochs above {}", state.epoch));
+                }
+                format!("; {} continues it", raise.join(" and "))
             };
             eprintln!("this run already finished ({reason}); nothing to resume{how}");
             return Ok(TrainSummary {
@@ -429,13 +454,6 @@ pub fn train(
             "mixed precision: forward and backward in {dtype:?}, weights and optimizer in f32"
         );
     }
-    let batches_per_epoch = data.train.plan(0).len();
-    let steps_per_epoch = batches_per_epoch.div_ceil(batches_per_step).max(1);
-    let total_steps = match (options.max_steps, options.max_epochs) {
-        (0, e) => e * steps_per_epoch,
-        (s, 0) => s,
-        (s, e) => s.min(e * steps_per_epoch),
-    };
     let bar = indicatif::ProgressBar::new(total_steps as u64).with_position(state.step as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template(
