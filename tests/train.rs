@@ -80,6 +80,14 @@ fn train_cmd(config: &Path) -> Command {
     cmd
 }
 
+/// Runs `train --config CONFIG ARGS…` on the CPU to success; returns its stderr.
+fn train_ok(config: &Path, args: &[&str]) -> String {
+    let out = train_cmd(config).args(args).output().expect("train runs");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    stderr
+}
+
 /// The metrics rows as (step, train loss, validation loss) where a validation ran.
 fn losses(run: &Path) -> Vec<(usize, f64, Option<f64>)> {
     let csv = std::fs::read_to_string(run.join("metrics.csv")).expect("metrics.csv");
@@ -494,72 +502,64 @@ fn a_gpu_backend_trains_in_f16_mixed_precision_by_default_and_follows_f32() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A run that stopped early stays stopped on `--resume` (and says how to go on); with a
-/// patience that no longer stops it, it continues from its checkpoint to the step limit.
-#[test]
-fn an_early_stopped_run_continues_when_the_patience_allows() {
-    // No validation after the first counts as an improvement: the second one (step 20) stops it.
-    let edits = [("patience = 0", "patience = 1\nmin_delta = 100.0")];
-    let (dir, config) = edited_config("early-stop", 60, 10, &edits);
-    let run = dir.join("run");
-    let train = |args: &[&str]| {
-        let out = train_cmd(&config).args(args).output().expect("train runs");
-        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert!(out.status.success(), "{stderr}");
-        stderr
-    };
-    let stderr = train(&[]);
-    assert!(stderr.contains("done: 20 steps"), "{stderr}");
-
-    let stderr = train(&["--resume"]);
-    assert!(
-        stderr.contains("nothing to resume; --patience 0 (or more than 1) continues it"),
-        "{stderr}"
-    );
-    assert_eq!(losses(&run).last().map(|r| r.0), Some(20));
-
-    let stderr = train(&["--resume", "--patience", "0"]);
-    assert!(
-        stderr.contains("continuing a run that had stopped (early stopping"),
-        "{stderr}"
-    );
-    assert!(stderr.contains("done: 60 steps"), "{stderr}");
-    let steps: Vec<usize> = losses(&run).iter().map(|r| r.0).collect();
-    assert_eq!(steps, (1..=6).map(|i| i * 10).collect::<Vec<_>>());
-    let _ = std::fs::remove_dir_all(&dir);
+/// How a run stops, and the `--resume` flags that let it go on.
+struct Stop {
+    name: &'static str,
+    steps: usize,
+    edits: &'static [(&'static str, &'static str)],
+    refused: &'static str,
+    go_on: &'static [&'static str],
+    continuing: &'static str,
+    last: usize,
 }
 
-/// A run that reached its step limit says which flag continues it on `--resume`; with a higher
-/// limit it goes on from its checkpoint (a long run that reached `max_epochs` is not stuck).
+/// A stopped run stays stopped on a plain `--resume` and says which flag goes on; with that flag
+/// it continues from its checkpoint to the step limit. Both ways a run stops: early stopping, and
+/// its step limit (so a long run that reached `max_epochs` is not stuck either).
 #[test]
-fn a_finished_run_continues_when_its_limit_is_raised() {
-    let (dir, config) = edited_config("limit", 20, 10, &[]);
-    let run = dir.join("run");
-    let train = |args: &[&str]| {
-        let out = train_cmd(&config).args(args).output().expect("train runs");
-        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert!(out.status.success(), "{stderr}");
-        stderr
-    };
-    let stderr = train(&[]);
-    assert!(stderr.contains("done: 20 steps"), "{stderr}");
+fn a_stopped_run_continues_when_its_flags_allow() {
+    let stops = [
+        // No validation after the first counts as an improvement: the second one (step 20)
+        // stops it.
+        Stop {
+            name: "early-stop",
+            steps: 60,
+            edits: &[("patience = 0", "patience = 1\nmin_delta = 100.0")],
+            refused: "nothing to resume; --patience 0 (or more than 1) continues it",
+            go_on: &["--patience", "0"],
+            continuing: "continuing a run that had stopped (early stopping",
+            last: 60,
+        },
+        Stop {
+            name: "limit",
+            steps: 20,
+            edits: &[],
+            refused: "(reached 20 steps); nothing to resume; --max-steps above 20 continues it",
+            go_on: &["--max-steps", "40"],
+            continuing: "continuing a run that had stopped (reached 20 steps)",
+            last: 40,
+        },
+    ];
+    for stop in stops {
+        let name = stop.name;
+        let (dir, config) = edited_config(name, stop.steps, 10, stop.edits);
+        let run = dir.join("run");
+        let stderr = train_ok(&config, &[]);
+        assert!(stderr.contains("done: 20 steps"), "{name}: {stderr}");
 
-    let stderr = train(&["--resume"]);
-    assert!(
-        stderr.contains("(reached 20 steps); nothing to resume; --max-steps above 20 continues it"),
-        "{stderr}"
-    );
-    assert_eq!(losses(&run).last().map(|r| r.0), Some(20));
+        let stderr = train_ok(&config, &["--resume"]);
+        assert!(stderr.contains(stop.refused), "{name}: {stderr}");
+        assert_eq!(losses(&run).last().map(|r| r.0), Some(20), "{name}");
 
-    let stderr = train(&["--resume", "--max-steps", "40"]);
-    assert!(
-        stderr.contains("continuing a run that had stopped (reached 20 steps)"),
-        "{stderr}"
-    );
-    assert!(stderr.contains("done: 40 steps"), "{stderr}");
-    let steps: Vec<usize> = losses(&run).iter().map(|r| r.0).collect();
-    assert_eq!(steps, vec![10, 20, 30, 40]);
-    let _ = std::fs::remove_dir_all(&dir);
+        let stderr = train_ok(&config, &[&["--resume"][..], stop.go_on].concat());
+        assert!(stderr.contains(stop.continuing), "{name}: {stderr}");
+        let done = format!("done: {} steps", stop.last);
+        assert!(stderr.contains(&done), "{name}: {stderr}");
+        let steps: Vec<usize> = losses(&run).iter().map(|r| r.0).collect();
+        let expected: Vec<usize> = (1..=stop.last / 10).map(|i| i * 10).collect();
+        assert_eq!(steps, expected, "{name}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
 
 /// The learning rate is a function of the step and the schedule (`lr_factor`, `warmup_steps`):
