@@ -29,7 +29,8 @@
 # Here again:
 #   scripts/gpu_train.sh unpack DIR [PAIR]   joins the run.tar.NN parts (copy every call's
 #     files_at files into one folder DIR first) into $WEBNMT_RUNS/PAIR-gpu (default
-#     ~/webnmt-runs), ready for `train --resume` there or `scripts/improve.sh` (SKIP_TRAIN=1 RUN_DIR=...).
+#     ~/webnmt-runs), ready for `train --resume` there or `scripts/improve.sh`
+#     (SKIP_TRAIN=1 RUN_DIR=...).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cmd="${1:-}"
