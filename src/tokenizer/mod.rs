@@ -471,7 +471,8 @@ fn build(vocab: Vec<(String, f64)>) -> Result<Tokenizer, TokenizerError> {
     Tokenizer::from_inner(inner)
 }
 
-/// Settings for [`train_unigram`]; a `[tokenizer]` table in the training config.
+/// Settings for [`train_unigram`]; the `[source_tokenizer]` and `[target_tokenizer]` tables of
+/// the training config.
 ///
 /// Defaults follow the reference (SentencePiece Unigram, 16k, coverage 0.9995) and
 /// SentencePiece's own defaults for the rest.
