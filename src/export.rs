@@ -74,26 +74,6 @@ pub struct ExportInfo {
     pub metrics: serde_json::Value,
 }
 
-/// Writes `model` as an int8 bundle into `dir`.
-pub fn export_bundle(
-    model: &Transformer,
-    config: &ModelConfig,
-    source_tokenizer: &Tokenizer,
-    target_tokenizer: &Tokenizer,
-    info: ExportInfo,
-    dir: &Path,
-) -> Result<Manifest, BundleError> {
-    let weights = named_weights(&model.valid())?;
-    export_weights(
-        &weights,
-        config,
-        source_tokenizer,
-        target_tokenizer,
-        info,
-        dir,
-    )
-}
-
 /// The element-wise mean of several models' [`named_weights`] (checkpoint averaging); `None`
 /// when `models` is empty or their names or sizes differ.
 pub fn average_weights(

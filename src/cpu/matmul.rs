@@ -87,11 +87,6 @@ impl Q8Linear {
     pub fn row(&self, r: usize) -> &[i8] {
         &self.w[r * self.k..][..self.k]
     }
-
-    /// Bytes of weights, scales and biases.
-    pub fn bytes(&self) -> usize {
-        self.w.len() + 8 * self.n
-    }
 }
 
 /// 64 bytes aligned to 64: one cache line, one AVX-512 vector.

@@ -279,44 +279,6 @@ impl CpuEngine {
         })
     }
 
-    pub fn options(&self) -> CpuOptions {
-        self.options
-    }
-
-    /// Bytes of weights held (int8 matrices with scales and biases, f32 vectors).
-    pub fn weight_bytes(&self) -> usize {
-        let norm = |n: &Norm| 4 * (n.gamma.len() + n.beta.len());
-        let enc: usize = self
-            .encoder
-            .iter()
-            .map(|l| {
-                l.self_attn.qkv.bytes()
-                    + l.self_attn.output.bytes()
-                    + l.linear1.bytes()
-                    + l.linear2.bytes()
-                    + norm(&l.norm1)
-                    + norm(&l.norm2)
-            })
-            .sum();
-        let dec: usize = self
-            .decoder
-            .iter()
-            .map(|l| {
-                l.self_attn.qkv.bytes()
-                    + l.self_attn.output.bytes()
-                    + l.cross_attn.query.bytes()
-                    + l.cross_attn.kv.bytes()
-                    + l.cross_attn.output.bytes()
-                    + l.linear1.bytes()
-                    + l.linear2.bytes()
-                    + norm(&l.norm1)
-                    + norm(&l.norm2)
-                    + norm(&l.norm3)
-            })
-            .sum();
-        self.src_embed.bytes() + self.tgt_embed.bytes() + enc + dec
-    }
-
     fn matmul(&self, x: &[f32], m: usize, w: &Q8Linear, relu: bool) -> Vec<f32> {
         matmul::matmul(x, m, w, relu, self.options.matmul, &self.threads)
     }
@@ -544,11 +506,6 @@ impl<'a> CpuSession<'a> {
             steps: 0,
             last_pause: now_ms(),
         }
-    }
-
-    /// Of `total_ms` spent searching, the part outside the model's steps.
-    pub fn bookkeeping_ms(&self, total_ms: f64) -> f64 {
-        (total_ms - self.step_ms).max(0.0)
     }
 
     /// One decoder step at position `t`: row `r` of piece `sentences[r]` (an index into the

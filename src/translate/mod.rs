@@ -294,15 +294,6 @@ impl TranslationCache {
         }
         self.pieces.insert(tokens, output);
     }
-
-    /// Pieces held.
-    pub fn len(&self) -> usize {
-        self.pieces.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.pieces.is_empty()
-    }
 }
 
 /// What a piece's search gives the text around it.
