@@ -6,7 +6,15 @@
 //! projection). Special token ids are fixed by the tokenizer: `<pad>` 0, `<unk>` 1, `<s>` 2,
 //! `</s>` 3.
 
+use crate::kernels::attention::D_HEAD_MAX;
 use serde::{Deserialize, Serialize};
+
+/// The longest `max_seq_len` a config may ask for: the engines size their position tables
+/// and caches by it, so a manifest cannot make them allocate without bound (the reference and
+/// every preset use 150).
+pub const MAX_SEQ_LEN: usize = 4096;
+/// The most encoder or decoder layers a config may have.
+pub const MAX_LAYERS: usize = 64;
 
 /// Why a configuration cannot describe a model.
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -27,6 +35,22 @@ pub enum ConfigError {
         value: usize,
         min: usize,
     },
+    /// A size beyond what the engines are built for (a damaged manifest or a typo).
+    #[error("{name} = {value} is more than the engines support ({max}); use at most {max}")]
+    TooLarge {
+        name: &'static str,
+        value: usize,
+        max: usize,
+    },
+    /// The GPU attention kernel's head-width limits.
+    #[error(
+        "heads of {d_head} features (d_model / n_heads): the GPU engine needs a multiple of 4, \
+         at most {max}; choose d_model and n_heads accordingly"
+    )]
+    BadHeadWidth { d_head: usize, max: usize },
+    /// LayerNorm's epsilon must keep the division finite and not swamp the variance.
+    #[error("layer_norm_eps = {0} must be a positive number below 1 (the presets use 1e-5)")]
+    BadEpsilon(f64),
     /// Dropout is a probability.
     #[error("dropout = {0} must be in [0, 1)")]
     BadDropout(f64),
@@ -130,6 +154,16 @@ impl ModelConfig {
         at_least("n_dec_layers", self.n_dec_layers, 1)?;
         // BOS + one token + EOS.
         at_least("max_seq_len", self.max_seq_len, 3)?;
+        let at_most = |name, value, max| {
+            if value > max {
+                Err(ConfigError::TooLarge { name, value, max })
+            } else {
+                Ok(())
+            }
+        };
+        at_most("max_seq_len", self.max_seq_len, MAX_SEQ_LEN)?;
+        at_most("n_enc_layers", self.n_enc_layers, MAX_LAYERS)?;
+        at_most("n_dec_layers", self.n_dec_layers, MAX_LAYERS)?;
         for (name, value) in [("d_model", self.d_model), ("d_ff", self.d_ff)] {
             if !value.is_multiple_of(4) {
                 return Err(ConfigError::NotMultipleOf4 { name, value });
@@ -141,8 +175,18 @@ impl ModelConfig {
                 n_heads: self.n_heads,
             });
         }
+        let d_head = self.d_head();
+        if !d_head.is_multiple_of(4) || d_head > D_HEAD_MAX {
+            return Err(ConfigError::BadHeadWidth {
+                d_head,
+                max: D_HEAD_MAX,
+            });
+        }
         if !(0.0..1.0).contains(&self.dropout) {
             return Err(ConfigError::BadDropout(self.dropout));
+        }
+        if !(self.layer_norm_eps > 0.0 && self.layer_norm_eps < 1.0) {
+            return Err(ConfigError::BadEpsilon(self.layer_norm_eps));
         }
         Ok(())
     }
@@ -220,7 +264,7 @@ mod tests {
         assert_eq!(dropout.validate(), Err(ConfigError::BadDropout(1.0)));
         let vocab = ModelConfig {
             tgt_vocab_size: 4,
-            ..tiny
+            ..tiny.clone()
         };
         assert!(matches!(
             vocab.validate(),
@@ -229,6 +273,65 @@ mod tests {
                 ..
             })
         ));
+        // Values a damaged manifest could carry: no engine may size a table by them.
+        for (config, name) in [
+            (
+                ModelConfig {
+                    max_seq_len: usize::MAX,
+                    ..tiny.clone()
+                },
+                "max_seq_len",
+            ),
+            (
+                ModelConfig {
+                    n_dec_layers: MAX_LAYERS + 1,
+                    ..tiny.clone()
+                },
+                "n_dec_layers",
+            ),
+        ] {
+            assert!(
+                matches!(config.validate(), Err(ConfigError::TooLarge { name: n, .. }) if n == name),
+                "{name}"
+            );
+        }
+        let at_limit = ModelConfig {
+            max_seq_len: MAX_SEQ_LEN,
+            n_enc_layers: MAX_LAYERS,
+            ..tiny.clone()
+        };
+        assert_eq!(at_limit.validate(), Ok(()));
+        // 32 / 16 = 2 features a head: the attention kernel reads them 4 at a time.
+        let narrow = ModelConfig {
+            n_heads: 16,
+            ..tiny.clone()
+        };
+        assert_eq!(
+            narrow.validate(),
+            Err(ConfigError::BadHeadWidth {
+                d_head: 2,
+                max: D_HEAD_MAX
+            })
+        );
+        let wide = ModelConfig {
+            d_model: 4 * D_HEAD_MAX,
+            n_heads: 2,
+            ..tiny.clone()
+        };
+        assert!(matches!(
+            wide.validate(),
+            Err(ConfigError::BadHeadWidth { .. })
+        ));
+        for eps in [0.0, -1e-5, 1.0, f64::NAN, f64::INFINITY] {
+            let config = ModelConfig {
+                layer_norm_eps: eps,
+                ..tiny.clone()
+            };
+            assert!(
+                matches!(config.validate(), Err(ConfigError::BadEpsilon(_))),
+                "layer_norm_eps {eps}"
+            );
+        }
     }
 
     #[test]
