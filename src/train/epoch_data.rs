@@ -20,6 +20,10 @@ use serde::{Deserialize, Serialize};
 use crate::data::{BatchConfig, Batcher, Corpus, SpecialIds, SplitMix64, TokenPair};
 use crate::tokenizer::{SubwordSampler, Tokenizer};
 
+/// The largest per-origin weight: a pair at most this many times an epoch (a larger value is a
+/// typo, and would fill memory with copies).
+pub const MAX_ORIGIN_WEIGHT: f64 = 100.0;
+
 /// `[sampling]`: how each epoch's pairs are drawn from the training split.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -50,10 +54,11 @@ impl SamplingConfig {
         if let Some((tag, w)) = self
             .origin_weights
             .iter()
-            .find(|(_, w)| !(w.is_finite() && **w >= 0.0))
+            .find(|(_, w)| !(w.is_finite() && (0.0..=MAX_ORIGIN_WEIGHT).contains(*w)))
         {
             return Err(format!(
-                "sampling.origin_weights: {tag} = {w} must be a number ≥ 0"
+                "sampling.origin_weights: {tag} = {w} must be a number from 0 to \
+                 {MAX_ORIGIN_WEIGHT} (the times a pair of that origin appears per epoch)"
             ));
         }
         Ok(())
@@ -319,5 +324,15 @@ mod tests {
         assert_eq!(w.get("ted"), Some(&2.0));
         assert!(SamplingConfig::parse_weights("bible").is_err());
         assert!(SamplingConfig::parse_weights("bible=x").is_err());
+        for (weight, valid) in [(0.0, true), (MAX_ORIGIN_WEIGHT, true), (-0.5, false)]
+            .into_iter()
+            .chain([(1e18, false), (f64::NAN, false), (f64::INFINITY, false)])
+        {
+            let config = SamplingConfig {
+                origin_weights: [("ted".to_string(), weight)].into(),
+                ..SamplingConfig::default()
+            };
+            assert_eq!(config.validate().is_ok(), valid, "weight {weight}");
+        }
     }
 }

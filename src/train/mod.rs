@@ -218,16 +218,23 @@ impl TrainOptions {
                 self.label_smoothing
             ));
         }
-        if self.lr_factor <= 0.0
+        let numbers = [
+            self.lr_factor,
+            self.clip_norm,
+            self.min_delta,
+            self.max_minutes,
+        ];
+        if numbers.iter().any(|v| v.is_nan())
+            || self.lr_factor <= 0.0
             || self.clip_norm < 0.0
             || self.min_delta < 0.0
-            || self.max_minutes.is_nan()
             || self.max_minutes < 0.0
         {
-            return fail(
-                "lr_factor must be positive; clip_norm, min_delta and max_minutes non-negative"
-                    .into(),
-            );
+            return fail(format!(
+                "lr_factor must be positive; clip_norm, min_delta and max_minutes non-negative \
+                 (got {}, {}, {} and {})",
+                self.lr_factor, self.clip_norm, self.min_delta, self.max_minutes
+            ));
         }
         if self.average_checkpoints > self.keep_checkpoints {
             return fail(format!(
@@ -697,4 +704,27 @@ fn save_checkpoint(
         })
     })?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TrainOptions;
+
+    #[test]
+    fn options_that_make_the_loop_meaningless_are_rejected() {
+        assert!(TrainOptions::default().validate().is_ok());
+        let cases: [fn(&mut TrainOptions); 6] = [
+            |o| o.lr_factor = f64::NAN,
+            |o| o.lr_factor = 0.0,
+            |o| o.clip_norm = f64::NAN,
+            |o| o.min_delta = f64::NAN,
+            |o| o.max_minutes = -1.0,
+            |o| o.label_smoothing = f64::NAN,
+        ];
+        for (i, change) in cases.iter().enumerate() {
+            let mut options = TrainOptions::default();
+            change(&mut options);
+            assert!(options.validate().is_err(), "case {i}: {options:?}");
+        }
+    }
 }
