@@ -65,7 +65,9 @@ pub struct BatchConfig {
     /// reference's 128 sentences of ~30 tokens).
     pub max_tokens: usize,
     /// Longest sequence in tokens, source or target + 1 (default 150, the reference's
-    /// `max_seq_length`).
+    /// `max_seq_length`). Not a key of `[batch]`: training sets it from the model's
+    /// `max_seq_len`, so the two can never disagree.
+    #[serde(skip)]
     pub max_seq_len: usize,
     /// Drop or truncate overlong pairs (default drop).
     pub overlong: Overlong,
@@ -108,7 +110,7 @@ impl BatchConfig {
         }
         if self.max_seq_len < 2 {
             return bad(
-                "batch.max_seq_len",
+                "model.max_seq_len",
                 self.max_seq_len,
                 "at least 2: the decoder needs BOS or EOS plus one token",
             );
@@ -308,11 +310,6 @@ impl Batcher {
     /// What happened to the pairs given.
     pub fn stats(&self) -> &BatchStats {
         &self.stats
-    }
-
-    /// The settings in force.
-    pub fn config(&self) -> &BatchConfig {
-        &self.config
     }
 
     /// Number of pairs batched per epoch.

@@ -182,7 +182,7 @@ pub enum DataError {
     #[error(
         "none of the {pairs} tokenized pairs can be batched: {too_long} are longer than \
          max_seq_len = {max_seq_len} tokens and {empty} have an empty side; raise \
-         batch.max_seq_len or set batch.overlong = \"truncate\""
+         model.max_seq_len or set batch.overlong = \"truncate\""
     )]
     NothingToBatch {
         /// Pairs given.

@@ -312,7 +312,7 @@ fn nothing_to_batch_and_bad_settings_are_errors() {
 
     for (bad, setting) in [
         (cfg(0, 150, 16, 0), "batch.max_tokens"),
-        (cfg(100, 1, 16, 0), "batch.max_seq_len"),
+        (cfg(100, 1, 16, 0), "model.max_seq_len"),
         (cfg(100, 150, 0, 0), "batch.bucket_pairs"),
     ] {
         let err = Batcher::new(vec![TokenPair::new(vec![5], vec![6])], &bad, IDS).unwrap_err();
@@ -327,11 +327,14 @@ fn nothing_to_batch_and_bad_settings_are_errors() {
     assert_eq!(parsed.max_tokens, 2048);
     assert_eq!(parsed.overlong, Overlong::Truncate);
     assert_eq!(parsed.max_seq_len, 150);
-    let err = serde_json::from_str::<BatchConfig>(r#"{"batch_size": 128}"#).unwrap_err();
-    assert!(
-        err.to_string().contains("unknown field `batch_size`"),
-        "{err}"
-    );
+    // `max_seq_len` is the model's (`[model] max_seq_len`); a `[batch]` key would be ignored.
+    for key in ["batch_size", "max_seq_len"] {
+        let err = serde_json::from_str::<BatchConfig>(&format!(r#"{{"{key}": 128}}"#)).unwrap_err();
+        assert!(
+            err.to_string().contains(&format!("unknown field `{key}`")),
+            "{err}"
+        );
+    }
 }
 
 #[test]
