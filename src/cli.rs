@@ -6,7 +6,9 @@
 use crate::cpu::CpuOptions;
 use crate::search::SearchOptions;
 use crate::translate::{DEFAULT_BATCH, MAX_BATCH, TranslateOptions};
+use crate::weights::Bundle;
 use std::error::Error;
+use std::path::Path;
 use std::process::ExitCode;
 
 /// What a tool's `run` returns. Any error converts with `?` (a library error, an I/O error, or
@@ -24,6 +26,19 @@ pub fn run_main(body: impl FnOnce() -> CliResult) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The bundle in `dir` (a tool's `--model`); an error names the folder and what to do.
+pub fn load_bundle(dir: &Path) -> CliResult<Bundle> {
+    Bundle::from_dir(dir).map_err(|e| {
+        format!(
+            "cannot load the model bundle {}: {e}. --model takes a folder that `train` exported \
+             (such as web/models/ko-en, or a run's bundle/); `train --config CONFIG \
+             --export-only` writes a run's bundle again",
+            dir.display()
+        )
+        .into()
+    })
 }
 
 /// `error: {e}` and the causes of `e` not already part of that text, one per line.

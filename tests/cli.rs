@@ -217,6 +217,9 @@ fn a_broken_bundle_is_one_clear_error_before_the_gpu() {
     assert!(!out.status.success());
     assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
     assert!(stderr.contains("model.safetensors is damaged"), "{stderr}");
+    // It names the folder and the way out.
+    assert!(stderr.contains(&*dir.to_string_lossy()), "{stderr}");
+    assert!(stderr.contains("--export-only"), "{stderr}");
     assert!(
         !stderr.contains("model loaded"),
         "no GPU work before validation: {stderr}"

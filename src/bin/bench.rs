@@ -29,7 +29,7 @@ use clap::Parser;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use webnmt::cli::{CliResult, run_main};
+use webnmt::cli::{CliResult, load_bundle, run_main};
 use webnmt::cpu::{CpuEngine, CpuOptions};
 use webnmt::gpu::{Gpu, GpuCounts};
 use webnmt::infer::Engine;
@@ -549,7 +549,7 @@ async fn run(args: Args) -> CliResult {
     let text = std::fs::read_to_string(&args.src)
         .map_err(|e| format!("cannot read {}: {e}", args.src.display()))?;
     let lines: Vec<String> = text.lines().take(args.limit).map(str::to_string).collect();
-    let bundle = Bundle::from_dir(&args.model)?;
+    let bundle = load_bundle(&args.model)?;
     if args.browser {
         // Node, Chromium, playwright-core and dist/ before the native rows, not after them.
         page_bench(&[

@@ -11,7 +11,7 @@
 use clap::Parser;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use webnmt::cli::{CliResult, EngineArgs, EngineKind, SearchArgs, run_main};
+use webnmt::cli::{CliResult, EngineArgs, EngineKind, SearchArgs, load_bundle, run_main};
 use webnmt::cpu::CpuEngine;
 use webnmt::eval::{self, EvalReport};
 use webnmt::gpu::Gpu;
@@ -103,7 +103,7 @@ async fn run(args: Args) -> CliResult {
     let (hyps, engine_name) = match (&args.hyp, &args.model, &sources) {
         (Some(hyp), _, _) => (read_lines(hyp, args.limit)?, "file".to_string()),
         (None, Some(model), Some(sources)) => {
-            let bundle = Bundle::from_dir(model)?;
+            let bundle = load_bundle(model)?;
             match (&args.checkpoint, args.cpu) {
                 (Some(bpk), _) => (
                     burn_cpu(bundle, Some(bpk), sources, &options).await?,

@@ -12,14 +12,13 @@ use clap::Parser;
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use webnmt::cli::{CliResult, EngineArgs, EngineKind, SearchArgs, run_main};
+use webnmt::cli::{CliResult, EngineArgs, EngineKind, SearchArgs, load_bundle, run_main};
 use webnmt::cpu::CpuEngine;
 use webnmt::gpu::Gpu;
 use webnmt::infer::Engine;
 use webnmt::translate::{
     TranslateOptions, Translation, TranslationCache, TranslationEngine, translate_texts,
 };
-use webnmt::weights::Bundle;
 
 /// Translate text from stdin with a webnmt model bundle on the GPU (or the CPU).
 #[derive(Parser, Debug)]
@@ -50,7 +49,7 @@ fn main() -> ExitCode {
 
 async fn run(args: Args) -> CliResult {
     let options = args.search.translate_options(args.attention);
-    let bundle = Bundle::from_dir(&args.model)?;
+    let bundle = load_bundle(&args.model)?;
     let chosen = args.engine.engine;
     if chosen.unwrap_or_default() == EngineKind::Gpu {
         match Gpu::new().await {

@@ -99,6 +99,8 @@ pub enum RunError {
     Train(#[from] TrainError),
     #[error("cannot write {path}: {reason}")]
     Write { path: PathBuf, reason: String },
+    #[error("cannot read {path}: {reason}")]
+    Read { path: PathBuf, reason: String },
     #[error(transparent)]
     Bundle(#[from] crate::weights::BundleError),
 }
@@ -375,9 +377,9 @@ fn export(
     let load = |path: PathBuf| {
         Transformer::new(model_config, device)
             .try_load_file(&path)
-            .map_err(|e| RunError::Write {
+            .map_err(|e| RunError::Read {
                 path: path.clone(),
-                reason: format!("cannot load the model: {e:?}"),
+                reason: format!("not a checkpoint of this config's model: {e:?}"),
             })
             .and_then(|model| Ok(named_weights(&model)?))
     };
@@ -386,7 +388,7 @@ fn export(
         let dir = config.run_dir.join("checkpoints");
         let list = super::checkpoint::Checkpoints::open(&dir, usize::MAX)
             .and_then(|c| c.list())
-            .map_err(|e| RunError::Write {
+            .map_err(|e| RunError::Read {
                 path: dir.clone(),
                 reason: e.to_string(),
             })?;
@@ -395,7 +397,7 @@ fn export(
             .iter()
             .map(|(_, d)| load(d.join("model.bpk")))
             .collect::<Result<Vec<_>, _>>()?;
-        let mean = average_weights(&models).ok_or_else(|| RunError::Write {
+        let mean = average_weights(&models).ok_or_else(|| RunError::Read {
             path: dir.clone(),
             reason: "no checkpoints to average, or checkpoints of different models".into(),
         })?;
@@ -435,7 +437,7 @@ fn export(
 /// without training.
 pub fn export_only(config: &RunConfig, device: &Device) -> Result<(), RunError> {
     let run_dir = &config.run_dir;
-    let missing = |what: &str, e: &dyn std::fmt::Display| RunError::Write {
+    let missing = |what: &str, e: &dyn std::fmt::Display| RunError::Read {
         path: run_dir.clone(),
         reason: format!("{what}: {e}; train first (without --export-only)"),
     };
