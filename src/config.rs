@@ -44,8 +44,9 @@ pub enum ConfigError {
     },
     /// The GPU attention kernel's head-width limits.
     #[error(
-        "heads of {d_head} features (d_model / n_heads): the GPU engine needs a multiple of 4, \
-         at most {max}; choose d_model and n_heads accordingly"
+        "heads of {d_head} features (d_model / n_heads): the GPU engine's attention kernel, \
+         which every model must run on, needs a multiple of 4, at most {max}; choose d_model \
+         and n_heads accordingly"
     )]
     BadHeadWidth { d_head: usize, max: usize },
     /// LayerNorm's epsilon must keep the division finite and not swamp the variance.
@@ -281,6 +282,20 @@ mod tests {
                     ..tiny.clone()
                 },
                 "max_seq_len",
+            ),
+            (
+                ModelConfig {
+                    max_seq_len: MAX_SEQ_LEN + 1,
+                    ..tiny.clone()
+                },
+                "max_seq_len",
+            ),
+            (
+                ModelConfig {
+                    n_enc_layers: MAX_LAYERS + 1,
+                    ..tiny.clone()
+                },
+                "n_enc_layers",
             ),
             (
                 ModelConfig {

@@ -103,7 +103,7 @@ struct Args {
     #[arg(long)]
     subword_alpha: Option<f64>,
     /// Copies per epoch of each origin tag's pairs, `tag=weight,...` (fractions are sampled
-    /// anew each epoch, 0 leaves an origin out). Replaces sampling.origin_weights.
+    /// anew each epoch, 0 leaves an origin out, at most 100). Replaces sampling.origin_weights.
     #[arg(long)]
     origin_weights: Option<String>,
     /// Override the cleaning rule's longest side in characters (default 200).

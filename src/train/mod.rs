@@ -218,23 +218,29 @@ impl TrainOptions {
                 self.label_smoothing
             ));
         }
+        // (name, value, whether 0 is allowed); NaN and infinity never are.
         let numbers = [
-            self.lr_factor,
-            self.clip_norm,
-            self.min_delta,
-            self.max_minutes,
+            ("lr_factor", self.lr_factor, false),
+            ("clip_norm", self.clip_norm, true),
+            ("min_delta", self.min_delta, true),
+            ("max_minutes", self.max_minutes, true),
+            ("adam_epsilon", f64::from(self.adam_epsilon), false),
         ];
-        if numbers.iter().any(|v| v.is_nan())
-            || self.lr_factor <= 0.0
-            || self.clip_norm < 0.0
-            || self.min_delta < 0.0
-            || self.max_minutes < 0.0
-        {
-            return fail(format!(
-                "lr_factor must be positive; clip_norm, min_delta and max_minutes non-negative \
-                 (got {}, {}, {} and {})",
-                self.lr_factor, self.clip_norm, self.min_delta, self.max_minutes
-            ));
+        for (name, value, zero_ok) in numbers {
+            if !(value.is_finite() && (value > 0.0 || zero_ok && value == 0.0)) {
+                let bound = if zero_ok { "0 or more" } else { "above 0" };
+                return fail(format!("{name} = {value} must be a finite number {bound}"));
+            }
+        }
+        for (name, beta) in [
+            ("adam_beta1", self.adam_beta1),
+            ("adam_beta2", self.adam_beta2),
+        ] {
+            if !(0.0..1.0).contains(&beta) {
+                return fail(format!(
+                    "{name} = {beta} must be in [0, 1) (the defaults: 0.9, 0.98)"
+                ));
+            }
         }
         if self.average_checkpoints > self.keep_checkpoints {
             return fail(format!(
@@ -713,12 +719,15 @@ mod tests {
     #[test]
     fn options_that_make_the_loop_meaningless_are_rejected() {
         assert!(TrainOptions::default().validate().is_ok());
-        let cases: [fn(&mut TrainOptions); 6] = [
+        let cases: [fn(&mut TrainOptions); 9] = [
             |o| o.lr_factor = f64::NAN,
             |o| o.lr_factor = 0.0,
+            |o| o.lr_factor = f64::INFINITY,
             |o| o.clip_norm = f64::NAN,
             |o| o.min_delta = f64::NAN,
             |o| o.max_minutes = -1.0,
+            |o| o.adam_beta2 = 1.0,
+            |o| o.adam_epsilon = f32::NAN,
             |o| o.label_smoothing = f64::NAN,
         ];
         for (i, change) in cases.iter().enumerate() {

@@ -379,7 +379,7 @@ fn export(
             .try_load_file(&path)
             .map_err(|e| RunError::Read {
                 path: path.clone(),
-                reason: format!("not a checkpoint of this config's model: {e:?}"),
+                reason: format!("cannot load it as this config's model: {e:?}"),
             })
             .and_then(|model| Ok(named_weights(&model)?))
     };

@@ -327,7 +327,7 @@ fn nothing_to_batch_and_bad_settings_are_errors() {
     assert_eq!(parsed.max_tokens, 2048);
     assert_eq!(parsed.overlong, Overlong::Truncate);
     assert_eq!(parsed.max_seq_len, 150);
-    // `max_seq_len` is the model's (`[model] max_seq_len`); a `[batch]` key would be ignored.
+    // `max_seq_len` is the model's (`[model] max_seq_len`), so `[batch]` refuses the key.
     for key in ["batch_size", "max_seq_len"] {
         let err = serde_json::from_str::<BatchConfig>(&format!(r#"{{"{key}": 128}}"#)).unwrap_err();
         assert!(
