@@ -439,8 +439,6 @@ impl Translator {
     /// options come from its cache; identical sentences are searched once. `cancelled` is
     /// called before each encoder batch and between decoder steps; when it returns true the
     /// work stops with a `cancelled` error (the texts handed out so far stay valid).
-    ///
-    /// Resolves to the number of sentences (pieces) this call took from the cache.
     #[wasm_bindgen(js_name = translateTexts)]
     pub async fn translate_texts(
         &self,
@@ -448,14 +446,13 @@ impl Translator {
         options: JsValue,
         cancelled: js_sys::Function,
         on_text: js_sys::Function,
-    ) -> Result<JsValue, JsValue> {
+    ) -> Result<(), JsValue> {
         let options = parse_options(options)?;
         let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
         let is_cancelled = || cancelled.call0(&JsValue::NULL).is_ok_and(|v| v.is_truthy());
         // Taken out for the call (no borrow lives across an await): a second call running at
         // the same time starts from an empty cache, and the last one to finish keeps its own.
         let mut cache = self.document_cache.take();
-        let hits_before = cache.hits;
         let result = on_engine!(&self.engine, |engine, engine_error| {
             translate_texts_on(
                 engine,
@@ -468,9 +465,8 @@ impl Translator {
             )
             .await
         });
-        let hits = cache.hits.saturating_sub(hits_before);
         *self.document_cache.borrow_mut() = cache;
-        result.map(|()| JsValue::from(hits as f64))
+        result
     }
 }
 

@@ -81,6 +81,14 @@ fn one_line_out_per_line_in_whatever_the_line_holds() {
         stderr.contains("sentences in"),
         "summary on stderr: {stderr}"
     );
+    // The paragraph's 660 sentences are 2 distinct ones: the other 658 are counted as repeats.
+    let repeats = stderr
+        .lines()
+        .find_map(|l| {
+            l.strip_suffix(" repeated sentences (or chunks of long ones) not searched again")
+        })
+        .and_then(|n| n.parse::<usize>().ok());
+    assert!(repeats.is_some_and(|n| n >= 658), "{repeats:?}: {stderr}");
 }
 
 #[test]
@@ -242,6 +250,33 @@ fn bad_options_are_refused_with_the_reason() {
             .expect("translate runs");
         assert!(!out.status.success());
         assert!(String::from_utf8_lossy(&out.stderr).contains(says));
+    }
+}
+
+#[test]
+fn length_options_beyond_the_sentence_are_harmless_on_both_engines() {
+    let input = "Ein Mann fährt Fahrrad.\nHund\n".as_bytes();
+    for engine in ["gpu", "cpu"] {
+        let run = |args: &[&str]| {
+            let out = translate(&[&["--engine", engine], args].concat(), input);
+            let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+            assert!(out.status.success(), "{engine} {args:?}: {stderr}");
+            stdout_lines(&out)
+        };
+        // A window longer than any target sees every generated token either way; the GPU
+        // session once sized its history buffer by the window (2^62 overflowed it).
+        assert_eq!(
+            run(&["--repetition-window", "4611686018427387904"]),
+            run(&["--repetition-window", "1000"]),
+            "{engine}"
+        );
+        // floor(0.1 · source) + 0 is 0 for these short sources: each still gets its one token
+        // (it once failed the whole batch).
+        assert_eq!(
+            run(&["--max-len-a", "0.1", "--max-len-b", "0"]).len(),
+            2,
+            "{engine}"
+        );
     }
 }
 

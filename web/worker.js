@@ -68,10 +68,9 @@
 // sentences' translations joined by spaces, exactly what 'translate' gives for it. The wasm
 // side keeps a cache of translated sentences for as long as the model is loaded, so repeated
 // sentences are searched once. (How many sentences of a document the cache answered is not
-// reported: translateTexts counts its hits per distinct piece and only when it completes, and a
-// chunk resumed after an interruption finds the pieces the interrupted call decoded in the
-// cache, so no per-document count would be exact.) Documents are searched with n_best 1 and no
-// heatmaps (the page sends those options): only the best translation is used.
+// reported: a chunk resumed after an interruption finds the pieces the interrupted call
+// decoded in the cache, so no per-document count would be exact.) Documents are searched with
+// n_best 1 and no heatmaps (the page sends those options): only the best translation is used.
 //
 // Priority: the interactive box first. A 'translate' request that arrives while a document is
 // translated stops the document's chunk at its next decoder step (the sentences finished so

@@ -35,7 +35,7 @@ struct Args {
     #[arg(long)]
     json: bool,
     /// With --json: the cross-attention heatmap of each sentence's best translation.
-    #[arg(long)]
+    #[arg(long, requires = "json")]
     attention: bool,
 }
 
@@ -242,7 +242,10 @@ impl Summary {
             self.steps,
         );
         if self.cached > 0 {
-            eprintln!("{} repeated sentences translated once", self.cached);
+            eprintln!(
+                "{} repeated sentences (or chunks of long ones) not searched again",
+                self.cached
+            );
         }
     }
 }

@@ -97,7 +97,8 @@ impl<'e> Session<'e> {
             .max()
             .unwrap_or(1);
         let capacity = Self::capacity(engine, encoded, pieces, options);
-        let history_cap = options.repetition_window.max(1);
+        // A window longer than the tokens a row can generate sees no more of them.
+        let history_cap = options.repetition_window.min(capacity).max(1);
         let ban_cap = options.block_repeats;
         let cache = || gpu.storage_zeroed("kv cache", capacity * rows * 3 * c.d_model);
         // Allocation errors (a model or beam beyond the adapter's limits) become errors.

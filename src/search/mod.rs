@@ -73,17 +73,10 @@ pub enum SearchError<E> {
     /// The options are impossible.
     #[error(transparent)]
     Options(#[from] OptionsError),
-    /// The maximum target length came out as 0.
-    #[error(
-        "the maximum target length is 0 for a source of {source_len} tokens (model cap {cap}); \
-         skip empty sources before searching, or raise max_len_b"
-    )]
-    ZeroMaxLen {
-        /// Source tokens.
-        source_len: usize,
-        /// The model's cap.
-        cap: usize,
-    },
+    /// The model's length cap ([`StepModel::max_len_cap`]) is 0: the only way the maximum
+    /// target length comes out as 0, since [`SearchOptions::max_target_len`] leaves at least 1.
+    #[error("the model allows no target tokens (its length cap is 0), so nothing can be generated")]
+    ZeroCap,
     /// The caller's `cancelled` answered true.
     #[error("the search was cancelled before decoder step {step}")]
     Cancelled {
@@ -243,11 +236,6 @@ impl SearchResult {
     /// Decoder steps run (each one model call).
     pub fn steps_taken(&self) -> usize {
         self.steps.len()
-    }
-
-    /// Rows scored at each step.
-    pub fn rows_per_step(&self) -> Vec<usize> {
-        self.steps.iter().map(|s| s.parents.len()).collect()
     }
 }
 
@@ -489,11 +477,14 @@ async fn search<M: StepModel>(
     let (bos, eos) = (model.bos(), model.eos());
     let mut beams = Vec::with_capacity(source_lens.len());
     for &source_len in source_lens {
-        let max_len = options.max_target_len(source_len, cap);
-        if max_len == 0 {
-            return Err(SearchError::ZeroMaxLen { source_len, cap });
+        if cap == 0 {
+            return Err(SearchError::ZeroCap);
         }
-        beams.push(Beam::new(options, max_len, eos));
+        beams.push(Beam::new(
+            options,
+            options.max_target_len(source_len, cap),
+            eos,
+        ));
     }
     // Where each sentence's rows started in the previous request.
     let mut bases = vec![0; beams.len()];

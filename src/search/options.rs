@@ -141,11 +141,16 @@ impl SearchOptions {
     }
 
     /// The maximum number of generated tokens (EOS included) for a source of `source_len`
-    /// tokens: `min(floor(max_len_a · source_len) + max_len_b, cap)`.
+    /// tokens: `min(max(floor(max_len_a · source_len) + max_len_b, 1), cap)`. At least 1 (room
+    /// for EOS), so a short source under a small `max_len_a` and `max_len_b = 0` gets an empty
+    /// translation rather than failing its whole batch; only a cap of 0 leaves no room.
     pub fn max_target_len(&self, source_len: usize, cap: usize) -> usize {
         let scaled = (f64::from(self.max_len_a) * source_len as f64).floor();
         // `as` saturates (and maps NaN to 0), so absurd values end at the cap, not in a panic.
-        (scaled as usize).saturating_add(self.max_len_b).min(cap)
+        (scaled as usize)
+            .saturating_add(self.max_len_b)
+            .max(1)
+            .min(cap)
     }
 
     /// The positions a decoder reserves for a batch of sources (`source_lens`, in tokens): the

@@ -52,6 +52,11 @@ fn run(options: &SearchOptions, table: impl FnMut(&[u32]) -> Vec<f32>) -> Search
     block_on(beam_search(&mut model, options, 5)).expect("search runs")
 }
 
+/// Rows scored at each step.
+fn rows_per_step(result: &SearchResult) -> Vec<usize> {
+    result.steps.iter().map(|s| s.parents.len()).collect()
+}
+
 fn best_tokens(result: &SearchResult) -> Vec<u32> {
     result.best().expect("a hypothesis").tokens.clone()
 }
@@ -207,7 +212,7 @@ fn beam_1_equals_greedy_argmax() {
         let best = &result.hypotheses[0];
         assert_eq!(best.tokens, tokens, "seed {seed}");
         assert_eq!(best.logprob, sum, "seed {seed}");
-        assert!(result.rows_per_step().iter().all(|&r| r == 1));
+        assert!(rows_per_step(&result).iter().all(|&r| r == 1));
     }
 }
 
@@ -389,21 +394,23 @@ fn max_target_len_scales_with_the_source_and_is_capped() {
 }
 
 #[test]
-fn zero_max_len_is_an_error_not_an_empty_search() {
+fn a_short_source_gets_one_token_and_a_zero_cap_is_an_error() {
+    // floor(0.5 · 1) + 0 = 0 would leave no room at all; the search gets one token instead of
+    // failing the batch the sentence is in.
     let options = SearchOptions {
-        max_len_a: 1.0,
+        max_len_a: 0.5,
         max_len_b: 0,
         ..plain(2, 1)
     };
-    let mut model = TableModel::new(V, BOS, EOS, CAP, |_: &[u32]| dist(&[]));
-    let err = block_on(beam_search(&mut model, &options, 0)).expect_err("nothing can be generated");
-    assert!(matches!(
-        err,
-        SearchError::ZeroMaxLen {
-            source_len: 0,
-            cap: CAP
-        }
-    ));
+    assert_eq!(options.max_target_len(1, CAP), 1);
+    assert_eq!(options.max_target_len(4, CAP), 2);
+    let table = |_: &[u32]| dist(&[(A, 0.6)]);
+    let mut model = TableModel::new(V, BOS, EOS, CAP, table);
+    let result = block_on(beam_search(&mut model, &options, 1)).expect("search runs");
+    assert_eq!((result.max_len, best_tokens(&result)), (1, vec![A]));
+    let mut no_room = TableModel::new(V, BOS, EOS, 0, table);
+    let err = block_on(beam_search(&mut no_room, &options, 1)).expect_err("nothing fits");
+    assert!(matches!(err, SearchError::ZeroCap), "{err}");
 }
 
 #[test]
@@ -430,11 +437,11 @@ fn output_is_sorted_and_deterministic() {
             assert_eq!(h.score, length_normalized(h.logprob, h.rows.len(), 0.6));
         }
         assert_eq!(
-            first.rows_per_step()[0],
+            rows_per_step(&first)[0],
             1,
             "step 0 scores the BOS row only"
         );
-        assert!(first.rows_per_step().iter().all(|&r| r <= 8));
+        assert!(rows_per_step(&first).iter().all(|&r| r <= 8));
     }
 }
 

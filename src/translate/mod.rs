@@ -22,6 +22,8 @@ use crate::gpu::GpuCounts;
 use crate::search::{Hypothesis, SearchOptions, SearchResult};
 use crate::tokenizer::{Tokenizer, TokenizerError};
 use serde::Serialize;
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 
 /// The most sentences (or pieces of long sentences) encoded in one pass.
 pub const ENCODER_BATCH: usize = 32;
@@ -121,8 +123,9 @@ pub enum TranslateError<E> {
     },
 }
 
-/// A request an engine cannot serve. [`translate`] never makes one; engines check anyway, with
-/// these two checks, so a direct caller gets an error instead of a panic.
+/// A request an engine cannot serve. [`translate`] never makes one; the burn and CPU engines
+/// check anyway with these two checks (the GPU engine with its own shape checks), so a direct
+/// caller gets an error instead of a panic.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum RequestError {
     /// Sources the model cannot take.
@@ -273,8 +276,9 @@ pub async fn translate<E: TranslationEngine>(
 pub struct TranslationCache {
     /// What the entries were translated with (the batch size aside, which changes nothing).
     options: Option<(SearchOptions, bool)>,
-    pieces: std::collections::HashMap<Vec<u32>, PieceOutput>,
-    /// Pieces answered from the cache.
+    pieces: HashMap<Vec<u32>, PieceOutput>,
+    /// Pieces not searched because they were searched before: answered from the cache, or
+    /// the same as an earlier piece of the same call.
     pub hits: usize,
 }
 
@@ -343,20 +347,28 @@ pub async fn translate_texts<E: TranslationEngine>(
     // Every text's pieces, and the distinct pieces (jobs) with their outputs when known.
     let mut texts_pieces: Vec<Vec<Piece>> = Vec::with_capacity(texts.len());
     let mut jobs: Vec<(Vec<u32>, Option<PieceOutput>)> = Vec::new();
-    let mut job_of: std::collections::HashMap<Vec<u32>, usize> = Default::default();
+    let mut job_of: HashMap<Vec<u32>, usize> = HashMap::new();
     for text in texts {
         let mut pieces = Vec::new();
         for (s, sentence) in text::split_sentences(text).into_iter().enumerate() {
             for chunk in source_chunks(engine, sentence)? {
-                let job = *job_of.entry(chunk.clone()).or_insert_with(|| {
-                    let known = cache.as_deref_mut().and_then(|c| {
-                        let hit = c.pieces.get(&chunk).cloned();
-                        c.hits += usize::from(hit.is_some());
-                        hit
-                    });
-                    jobs.push((chunk, known));
-                    jobs.len() - 1
-                });
+                let job = match job_of.entry(chunk) {
+                    Entry::Occupied(seen) => {
+                        if let Some(c) = cache.as_deref_mut() {
+                            c.hits += 1;
+                        }
+                        *seen.get()
+                    }
+                    Entry::Vacant(new) => {
+                        let known = cache.as_deref_mut().and_then(|c| {
+                            let hit = c.pieces.get(new.key()).cloned();
+                            c.hits += usize::from(hit.is_some());
+                            hit
+                        });
+                        jobs.push((new.key().clone(), known));
+                        *new.insert(jobs.len() - 1)
+                    }
+                };
                 pieces.push(Piece {
                     sentence: (s, sentence),
                     job,
@@ -496,7 +508,12 @@ fn assemble(pieces: &[Piece], jobs: &[(Vec<u32>, Option<PieceOutput>)]) -> Trans
                 if let (Some(first), Some(h)) =
                     (last.hypotheses.first_mut(), output.hypotheses.first())
                 {
-                    first.text = format!("{} {}", first.text, h.text);
+                    // An empty chunk (EOS first) adds no space.
+                    first.text = [first.text.as_str(), h.text.as_str()]
+                        .into_iter()
+                        .filter(|t| !t.is_empty())
+                        .collect::<Vec<_>>()
+                        .join(" ");
                     first.tokens.extend(&h.tokens);
                 }
                 last.chunks += 1;

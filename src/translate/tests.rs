@@ -163,6 +163,35 @@ fn long_sentences_are_translated_in_chunks_and_joined() {
 }
 
 /// `n` different short sentences.
+#[test]
+fn an_empty_chunk_adds_no_space_to_its_sentence() {
+    let output = |text: &str| PieceOutput {
+        hypotheses: vec![HypothesisText {
+            text: text.into(),
+            tokens: Vec::new(),
+            score: 0.0,
+            logprob: 0.0,
+        }],
+        attention: None,
+    };
+    // One sentence in three chunks, the middle one translated as nothing, then another.
+    let jobs = [("a", 0), ("", 1), ("b", 2), ("c", 3)]
+        .map(|(text, token)| (vec![token], Some(output(text))));
+    let piece = |sentence, job| Piece { sentence, job };
+    let pieces = [
+        piece((0, "x"), 0),
+        piece((0, "x"), 1),
+        piece((0, "x"), 2),
+        piece((1, "y"), 3),
+    ];
+    let t = assemble(&pieces, &jobs);
+    assert_eq!(t.sentences[0].hypotheses[0].text, "a b");
+    assert_eq!(t.sentences[0].chunks, 3);
+    assert_eq!(t.text, "a b c");
+    let leading = assemble(&pieces[1..3], &jobs);
+    assert_eq!(leading.text, "b", "no leading space");
+}
+
 fn sentences(n: usize) -> String {
     let animals = [
         "Hund", "Katze", "Pferd", "Mann", "Frau", "Kind", "Vogel", "Ball",
@@ -174,14 +203,18 @@ fn sentences(n: usize) -> String {
 }
 
 /// The distinct pieces of `texts`: what the pipeline must search.
-fn distinct_pieces(engine: &TableEngine, texts: &[&str]) -> usize {
+/// How many pieces `texts` split into: all of them, and the distinct ones.
+fn count_pieces(engine: &TableEngine, texts: &[&str]) -> (usize, usize) {
+    let mut all = 0;
     let mut seen = std::collections::HashSet::new();
     for text in texts {
         for sentence in text::split_sentences(text) {
-            seen.extend(source_chunks(engine, sentence).expect("tokenizes"));
+            let chunks = source_chunks(engine, sentence).expect("tokenizes");
+            all += chunks.len();
+            seen.extend(chunks);
         }
     }
-    seen.len()
+    (all, seen.len())
 }
 
 #[test]
@@ -190,7 +223,7 @@ fn pieces_are_decoded_in_batches_and_sentences_joined_by_spaces() {
     let text = sentences(40);
     let t = run(&engine, &text, &TranslateOptions::default());
     assert_eq!(t.sentences.len(), 40);
-    let pieces = distinct_pieces(&engine, &[&text]);
+    let (_, pieces) = count_pieces(&engine, &[&text]);
     let encoded = engine.batches.borrow().clone();
     let decoded = engine.decoder_batches.borrow().clone();
     assert_eq!(encoded.iter().sum::<usize>(), pieces, "{encoded:?}");
@@ -263,9 +296,10 @@ fn texts_come_back_in_order_and_repeats_are_searched_once() {
         got.iter().map(|g| g.0).collect::<Vec<_>>(),
         (0..texts.len()).collect::<Vec<_>>()
     );
-    // Only 5 distinct sentences in all: each piece searched once.
-    let pieces = distinct_pieces(&engine, &texts);
-    assert_eq!(engine.searches.get(), pieces);
+    // Only 5 distinct sentences in all: each piece searched once, the repeats counted as hits.
+    let (all, pieces) = count_pieces(&engine, &texts);
+    assert_eq!((engine.searches.get(), cache.hits), (pieces, all - pieces));
+    assert!(all > pieces);
     for ((_, t), text) in got.iter().zip(&texts) {
         assert_eq!(
             t,
@@ -289,7 +323,7 @@ fn texts_come_back_in_order_and_repeats_are_searched_once() {
     .expect("translates");
     assert_eq!(
         (n, again.searches.get(), cache.hits),
-        (texts.len(), 0, pieces)
+        (texts.len(), 0, 2 * all - pieces)
     );
     let greedy = TranslateOptions {
         search: SearchOptions::greedy(),
