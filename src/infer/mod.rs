@@ -3,14 +3,16 @@
 //! for which [`Engine`] is a [`TranslationEngine`].
 //!
 //! - [`Engine::new`] uploads a validated [`Bundle`] and compiles every pipeline once.
-//! - The encoder runs all sentences of a request as one batch in one submit, and in the same
-//!   submit projects every decoder layer's cross-attention keys and values (once per sentence).
+//! - The encoder runs each encoder batch the pipeline hands it (at most
+//!   [`ENCODER_BATCH`](crate::translate::ENCODER_BATCH) pieces, or one decoder batch) in one
+//!   submit, and in the same submit projects every decoder layer's cross-attention keys and
+//!   values (once per piece).
 //! - A decoder step ([`session::Session`], the [`crate::search::StepModel`] of the GPU) records
 //!   embedding, every layer and the logits top-k into one command encoder and submits it once;
 //!   the only readback is `rows × k` (token, log-prob) pairs. Each step's fused QKV projection is
 //!   written straight into a position-major KV cache and never moved: self-attention follows
 //!   each beam's history of cache slots (uploaded with the step's tokens), so beam reordering
-//!   costs no copies. Step buffers are allocated once per sentence.
+//!   costs no copies. Step buffers are allocated once per decoder batch (one session).
 //! - [`Engine::teacher_forced`] runs the decoder over a whole target at once (causal mask): the
 //!   cross-attention heatmap of the best hypothesis, and the logits the tests compare with burn.
 
@@ -89,7 +91,7 @@ pub(crate) struct Kernels {
     logits_topk: LogitsTopK,
 }
 
-/// Activations of one pass, `rows` rows each: allocated once per encoder pass or sentence.
+/// Activations of one pass, `rows` rows each: allocated once per encoder pass or decoder batch.
 pub(crate) struct Scratch {
     rows: usize,
     tokens: wgpu::Buffer,

@@ -400,7 +400,6 @@ fn is_repeatable(piece: &str) -> bool {
     !piece.starts_with('▁') && !piece.chars().any(char::is_alphabetic)
 }
 
-/// The normalizer shared by training and encoding (see the module table).
 /// Refuses a `tokenizer.json` whose pipeline around the vocabulary (normalizer, pre-tokenizer,
 /// post-processor, decoder) is not the one this module writes, before the `tokenizers` crate
 /// parses it: some of its deserializers panic on malformed parts (found by `fuzz/bundle`), and a
@@ -427,6 +426,7 @@ fn check_pipeline(json: &[u8]) -> Result<(), TokenizerError> {
     Ok(())
 }
 
+/// The normalizer shared by training and encoding (see the module table).
 fn normalizer() -> Result<NormalizerWrapper, TokenizerError> {
     let collapse = Replace::new(ReplacePattern::Regex(r"\s+".to_owned()), " ").map_err(|e| {
         TokenizerError::Build {
@@ -480,8 +480,8 @@ fn build(vocab: Vec<(String, f64)>) -> Result<Tokenizer, TokenizerError> {
 #[serde(default, deny_unknown_fields)]
 pub struct TokenizerConfig {
     /// Vocabulary size, special tokens included. Default 16000 (the reference). Small
-    /// corpora cannot fill a large vocabulary: the result may have fewer pieces, see
-    /// [`preset_vocab_size`].
+    /// corpora cannot fill a large vocabulary: the result may have fewer pieces (`configs/de-en.toml`
+    /// asks for 8000).
     pub vocab_size: u32,
     /// Share of the corpus's character occurrences the alphabet must cover; rarer
     /// characters are left out and encode as `<unk>`. Default 0.9995 (the reference);
@@ -528,15 +528,6 @@ impl Default for TokenizerConfig {
 }
 
 impl TokenizerConfig {
-    /// The default configuration with [`preset_vocab_size`] for a corpus of `pairs`
-    /// sentence pairs.
-    pub fn for_corpus(pairs: usize) -> Self {
-        Self {
-            vocab_size: preset_vocab_size(pairs),
-            ..Self::default()
-        }
-    }
-
     /// Checks every field's range.
     pub fn validate(&self) -> Result<(), TokenizerError> {
         let bad =
@@ -584,23 +575,6 @@ impl TokenizerConfig {
             );
         }
         Ok(())
-    }
-}
-
-/// Vocabulary size (per language) for a corpus of `pairs` sentence pairs.
-///
-/// | pairs          | size   | why (measured on `shared/data`, tokens per training sentence)      |
-/// |----------------|--------|---------------------------------------------------------------------|
-/// | < 5 000        | 1 000  | test fixtures; the trainer may return fewer pieces                   |
-/// | 5 000–50 000   | 4 000  | de-en (29k): 8k leaves 64–70% of pieces seen < 10 times (4k: 27–37%) for only 3–7% shorter sequences; en cannot even fill 8k (7 831) |
-/// | 50 000–300 000 | 8 000  | ko-en (104k): 16k saves 11% tokens (ko 28.2 → 25.2, en 29.9 → 27.2) but doubles embeddings and softmax |
-/// | ≥ 300 000      | 16 000 | the reference (897k pairs)                                           |
-pub fn preset_vocab_size(pairs: usize) -> u32 {
-    match pairs {
-        0..5_000 => 1_000,
-        5_000..50_000 => 4_000,
-        50_000..300_000 => 8_000,
-        _ => 16_000,
     }
 }
 

@@ -233,19 +233,6 @@ fn config_rejects_unknown_fields_and_bad_values() {
     assert!(TokenizerConfig::default().validate().is_ok());
 }
 
-#[test]
-fn presets_grow_with_the_corpus() {
-    let sizes: Vec<u32> = [300, 29_000, 104_000, 897_566]
-        .iter()
-        .map(|&n| preset_vocab_size(n))
-        .collect();
-    assert_eq!(sizes, [1_000, 4_000, 8_000, 16_000]);
-    assert_eq!(
-        TokenizerConfig::for_corpus(897_566),
-        TokenizerConfig::default()
-    );
-}
-
 #[cfg(feature = "train")]
 mod train {
     use super::super::*;
