@@ -159,14 +159,45 @@ function startWorker() {
   return worker;
 }
 
-/** Replaces a crashed or failed worker once; returns false when the one restart is used up. */
+/**
+ * Replaces a crashed or failed worker once; returns false when the one restart is used up.
+ * What the old worker was doing ends here (it will never answer): the box's translation unless
+ * the caller marked it for a retry (`sent = false`), the running document, the self-check.
+ */
 function restartWorker() {
   if (state.restarts >= 1) return false;
   state.restarts += 1;
   state.worker?.terminate();
+  endWork('The translation engine was restarted', true);
   startWorker();
   if (state.model) loadModel(state.model);
   return true;
+}
+
+/**
+ * Ends the work sent to a worker that is gone, saying `why`; `again` says whether a new worker
+ * takes the next try (otherwise the page must be reloaded).
+ */
+function endWork(why, again) {
+  const request = state.pending;
+  if (request?.sent) {
+    dropPending('error', `${why} before this translation finished. ${again ? 'Translate again.' : 'Reload the page to start over.'}`);
+  }
+  failDocument(`${why}. ${again ? 'Translate the document again.' : 'Reload the page to start over.'}`);
+  if (state.selfcheckPending) {
+    state.selfcheckPending = false;
+    ui.selfcheckRun.disabled = !again;
+    setStatus(ui.selfcheckStatus, 'error', `${why} during the self-check. ${again ? 'Run it again.' : 'Reload the page to start over.'}`);
+  }
+}
+
+/** Stops waiting for the box's translation (the worker drops it or is gone), saying why. */
+function dropPending(dataState, text) {
+  const request = state.pending;
+  if (!request) return;
+  state.pending = null;
+  setBusy(false);
+  setTranslateStatus(dataState, text, request.id);
 }
 
 function onEngineCrash(message) {
@@ -174,13 +205,10 @@ function onEngineCrash(message) {
   const request = state.pending;
   if (restartWorker()) {
     setTranslateStatus('error', `The translation engine stopped (${message}); it was restarted.`, request?.id);
-    if (request) {
-      state.pending = null;
-      setBusy(false);
-    }
   } else {
     state.worker?.terminate();
     state.ready = false;
+    endWork('The translation engine stopped again', false);
     setBusy(false);
     ui.translate.disabled = true;
     setTranslateStatus('error', `The translation engine stopped again (${message}). Reload the page to start over.`, request?.id);
@@ -209,7 +237,7 @@ function onWorkerMessage(worker, message) {
       onLoaded(message);
       break;
     case 'load-error':
-      onLoadError(message.error);
+      if (message.model === state.model) onLoadError(message.error);
       break;
     case 'result':
       onResult(message);
@@ -309,6 +337,7 @@ function showProgress({ model, engine, loaded, total, fromCache }) {
 function onLoaded({ model, engine, webgpu, emulated, info, fromCache }) {
   if (model !== state.model) return;
   state.ready = true;
+  ui.retry.hidden = true;
   showEngine(webgpu, emulated, engine);
   const name = state.models.find((m) => m.id === model)?.name ?? model;
   setStatus(ui.modelStatus, 'ready', `${name} is ready${fromCache ? ' (loaded from this device)' : ''}.`);
@@ -333,13 +362,6 @@ function onLoaded({ model, engine, webgpu, emulated, info, fromCache }) {
 function onLoadError(error) {
   state.ready = false;
   ui.translate.disabled = true;
-  if (error.kind === 'no-webgpu') {
-    failDocument('The model could not be loaded (see above), so the document was not translated.');
-    setStatus(ui.modelStatus, 'no-webgpu', error.message);
-    ui.retry.hidden = true;
-    ui.progressText.textContent = 'Not downloaded: this browser cannot run the model.';
-    return;
-  }
   if (error.kind === 'gpu' && restartWorker()) {
     setStatus(ui.modelStatus, 'loading', 'The GPU failed while loading; trying once more…');
     return;
@@ -591,7 +613,7 @@ function parseTxt(text) {
 /** `HH:MM:SS,mmm --> HH:MM:SS,mmm` (a dot for the comma and position settings after it pass). */
 const SRT_TIMING = /^\s*\d{1,3}:\d{2}:\d{2}[,.]\d{1,3}\s*-->\s*\d{1,3}:\d{2}:\d{2}[,.]\d{1,3}(\s.*)?$/;
 /** A line meant as a timing line (a time, then an arrow), whether or not its times parse. */
-const SRT_TIMING_LIKE = /^\s*\d{1,3}:\d{2}.*-+>/;
+const SRT_TIMING_LIKE = /^\s*\d{1,3}:\d{2}.*->/; // `.*-+>` took quadratic time on long dash runs
 const SRT_NUMBER = /^\s*\d+\s*$/;
 /** Markup the model cannot translate: HTML-like tags and ASS overrides such as {\an8}. */
 const SRT_MARKUP = /<\/?[a-zA-Z][^>]*>|\{\\[^}]*\}/g;
@@ -988,15 +1010,14 @@ ui.copy.addEventListener('click', async () => {
   }
 });
 ui.model.addEventListener('change', () => {
-  state.pending = null;
-  setBusy(false);
+  // The worker cancels a running translation when a load arrives.
+  dropPending('error', 'Stopped: the model changed before this translation finished. Translate again.');
   loadModel(ui.model.value);
 });
 ui.engine.addEventListener('change', () => {
   // The same model again, on the other engine (the worker frees the loaded one first).
   state.engine = ui.engine.value;
-  state.pending = null;
-  setBusy(false);
+  dropPending('error', 'Stopped: the engine changed before this translation finished. Translate again.');
   loadModel(state.model ?? ui.model.value);
 });
 ui.retry.addEventListener('click', () => loadModel(state.model ?? ui.model.value));

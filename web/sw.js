@@ -104,14 +104,24 @@ self.addEventListener('fetch', (event) => {
   event.respondWith(cacheFirstRefresh(event, request));
 });
 
-/** The shell cache's copy (refreshed in the background afterwards), else the network. */
+/**
+ * The shell cache's copy (refreshed in the background afterwards), else the network. The copy
+ * is looked up and stored without the query string (`?engine=cpu` serves the same file), so
+ * the refresh replaces the copy the next lookup finds.
+ */
 async function cacheFirstRefresh(event, request) {
   const cache = await caches.open(SHELL_CACHE);
   const hit = await cache.match(request, { ignoreSearch: true });
   if (!hit) return fetch(request);
+  const key = new URL(request.url);
+  key.search = '';
   event.waitUntil(
     fetch(request.url, { cache: 'no-cache' })
-      .then((fresh) => (fresh.ok ? cache.put(request.url, fresh) : undefined))
+      .then(async (fresh) => {
+        if (!fresh.ok) return;
+        await cache.delete(key, { ignoreSearch: true }); // older copies stored with a query
+        await cache.put(key, fresh);
+      })
       .catch(() => undefined), // offline: keep the cached copy
   );
   return hit;

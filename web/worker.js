@@ -237,9 +237,22 @@ async function startWasm() {
   return { name: 'simd128', why: `${times}: relaxed SIMD is not clearly faster here` };
 }
 
-const ready = Promise.all([startWasm(), webgpu]).then(([build, kind]) => {
-  self.postMessage({ type: 'started', defaults: wasm.defaultOptions(), ...adapterFields(kind), build });
-});
+/** The wasm module and the adapter, once started: see whenReady. */
+let ready = start();
+
+function start() {
+  const started = Promise.all([startWasm(), webgpu]).then(([build, kind]) => {
+    self.postMessage({ type: 'started', defaults: wasm.defaultOptions(), ...adapterFields(kind), build });
+  });
+  started.catch(() => {}); // reported by the load or self-check that waits for it
+  return started;
+}
+
+/** Resolves once the wasm module runs; a start that failed (a download) is tried again. */
+function whenReady() {
+  ready = ready.catch(() => start());
+  return ready;
+}
 
 /** The no-WebGPU error (the self-check's); its sentence (from the wasm side) says which browsers and settings work. */
 function noWebgpuError() {
@@ -262,7 +275,8 @@ async function fetchJson(url) {
 
 /**
  * The bundle's manifest, from the network when it answers (so an updated model replaces the
- * cached one) and from the model cache otherwise (offline). Returns `{ bytes, manifest, cached }`.
+ * cached one) and from the model cache otherwise (offline). Returns `{ text, manifest, cachedText }`
+ * (`cachedText`: the cached copy's text, or null).
  */
 async function loadManifest(cache, url) {
   const cachedResponse = await cache.match(url);
@@ -306,14 +320,13 @@ async function readBody(response, onBytes) {
 }
 
 let translator = null;
-let loadedModel = null;
 
 /**
  * Downloads (or reads from the cache), verifies and loads model `id` of models/index.json on
  * `requested` ('auto', 'gpu' or 'cpu'; see engineFor).
  */
 async function load(id, requested) {
-  await ready;
+  await whenReady();
   let engine = engineFor(requested, await webgpu);
   const indexUrl = new URL('models/index.json', self.location.href);
   const { text: indexText } = await fetchJson(indexUrl);
@@ -356,7 +369,9 @@ async function load(id, requested) {
     allCached = false;
     let response;
     try {
-      response = await fetch(url);
+      // Revalidated: a file the site replaced under the same name must not come from the
+      // browser's HTTP cache (it would fail the sha256 check at every retry).
+      response = await fetch(url, { cache: 'no-cache' });
     } catch (e) {
       throw { kind: 'network', message: `could not download ${url.pathname}: ${e.message}; check the connection and retry` };
     }
@@ -374,7 +389,6 @@ async function load(id, requested) {
   if (translator) {
     translator.free();
     translator = null;
-    loadedModel = null;
   }
   const manifestBytes = new TextEncoder().encode(manifestText);
   try {
@@ -393,7 +407,6 @@ async function load(id, requested) {
     await Promise.all([...names.map((n) => cache.delete(new URL(n, base))), cache.delete(manifestUrl)]);
     throw e;
   }
-  loadedModel = id;
   // Store only verified files, so the next visit (and sw.js, offline) reads them from disk.
   try {
     await cache.put(manifestUrl, new Response(manifestText, { headers: { 'content-type': 'application/json' } }));
@@ -636,7 +649,7 @@ self.addEventListener('message', (event) => {
       break;
     case 'selfcheck':
       // WebGPU only: without it, say so before opening anything.
-      ready
+      whenReady()
         .then(() => webgpu)
         .then((kind) => (kind !== 'none' ? wasm.selfCheck() : Promise.reject(noWebgpuError())))
         .then((report) => self.postMessage({ type: 'selfcheck', report }))

@@ -218,7 +218,7 @@ export function foreignRequests(requests, url) {
   return requests.filter((r) => !r.startsWith('data:') && new URL(r).origin !== origin);
 }
 
-/** The model's final state: `ready`, `error`, `integrity` or `no-webgpu`, and the status text. */
+/** The model's final state: `ready`, `error` or `integrity`, and the status text. */
 export async function modelState(page, timeout = 240_000) {
   const status = page.locator('#model-status:not([data-state="loading"])');
   await status.waitFor({ timeout });
