@@ -15,7 +15,7 @@ use burn::tensor::{Device, Int, Tensor, TensorData};
 use common::{assert_batched_equals_alone, search_one};
 use pollster::block_on;
 use webnmt::config::BOS_ID;
-use webnmt::cpu::{CpuEngine, CpuOptions, MatmulKind};
+use webnmt::cpu::{CpuEngine, CpuOptions, CpuSession, MatmulKind};
 use webnmt::model::{BurnEngine, BurnSession, Transformer, greedy_decode};
 use webnmt::search::{SearchOptions, SearchResult, beam_search, log_softmax};
 use webnmt::translate::{TranslateOptions, TranslationEngine, translate};
@@ -311,6 +311,27 @@ fn cpu_engine_rejects_bad_pieces() {
     assert!(engine.teacher_forced(&encoded, 0, &[]).is_err());
     let err = search_one(&engine, &encoded, 3, &SearchOptions::greedy());
     assert!(err.is_err());
+    // Decoder steps whose rows do not follow the step before.
+    let mut session = CpuSession::new(&engine, &encoded, &[0], 2, 8);
+    let two = [BOS_ID, BOS_ID];
+    assert!(
+        session.forward(0, &two, &[0], &[0, 0], None).is_err(),
+        "one parent, two rows"
+    );
+    session
+        .forward(0, &[BOS_ID], &[0], &[0], None)
+        .expect("step 0");
+    assert!(
+        session.forward(1, &[5], &[3], &[0], None).is_err(),
+        "not a row of step 0"
+    );
+    assert!(
+        session.forward(2, &[5], &[0], &[0], None).is_err(),
+        "step 1 skipped"
+    );
+    session
+        .forward(1, &[5, 6], &[0, 0], &[0, 0], None)
+        .expect("step 1: two rows from one");
 }
 
 #[test]

@@ -187,7 +187,8 @@ pub fn matmul(
 }
 
 /// A fixed int8 product for timing this build's kernels: `[8, 512] · [1024, 512]ᵀ` (4M
-/// multiply-adds, the shape of a decoder step's FFN product for a beam of 8) on made-up data.
+/// multiply-adds, as much as two of a shipped model's decoder-step FFN products for a beam of
+/// 8, `[8, 256] · [1024, 256]ᵀ` each) on made-up data.
 /// The page runs it in each of its two wasm builds and loads the faster (`web/worker.js`).
 pub struct Int8Probe {
     x: Vec<f32>,

@@ -10,7 +10,8 @@
 //! - A search runs a [`CpuSession`], the [`StepModel`]: each step embeds the rows' last tokens,
 //!   runs every decoder layer and the tied output projection, then log-softmax, the request's
 //!   penalties and top-k with the shared helpers of [`crate::search`]. The self-attention KV
-//!   cache is position-major, `[capacity, beams, 2 · d_model]` per layer, as the GPU engine's:
+//!   cache is position-major like the GPU engine's, `[capacity, beams, 2 · d_model]` per layer
+//!   (the GPU's rows hold the fused projection's queries too, `3 · d_model`):
 //!   a step writes each row's key and value at `(t, row)` and never moves them; each row keeps
 //!   the slots of its ancestors (its parent's list + its own), so beam reordering copies no
 //!   keys, only one short list of slot indices per row.
@@ -40,12 +41,13 @@ pub use matmul::{MatmulKind, Q8Linear};
 use std::sync::Arc;
 
 /// Why a decoder step of the CPU engine failed: the search asked for more rows or positions
-/// than the session holds, or rows of sentences it does not have (a broken contract; the
-/// search never does).
+/// than the session holds, rows of sentences it does not have, or rows whose parents are not
+/// rows of the step before (a broken contract; the search never does).
 #[derive(Debug, thiserror::Error)]
 #[error(
     "CPU decoder step {step} with {rows} rows; this session holds {beams} rows, {capacity} \
-     positions, and one sentence index per row below its number of pieces"
+     positions, and takes one sentence index per row below its number of pieces (one piece \
+     with cross-attention weights) and one parent per row among the previous step's rows"
 )]
 pub struct CpuStepError {
     pub step: usize,
@@ -522,7 +524,17 @@ impl<'a> CpuSession<'a> {
     ) -> Result<Vec<f32>, CpuStepError> {
         let rows = tokens.len();
         let known = sentences.len() == rows && sentences.iter().all(|&s| s < self.cross.len());
-        if rows == 0 || rows > self.beams || t >= self.capacity || !known {
+        let one_piece = cross_weights.is_none() || sentences.iter().all(|&s| s == sentences[0]);
+        // After step t − 1 every row's history holds t slots; step 0 has no parents to follow.
+        let follows = |&p: &usize| t == 0 || self.slots.get(p).is_some_and(|s| s.len() == t);
+        let parents_ok = parents.len() == rows && parents.iter().all(follows);
+        if rows == 0
+            || rows > self.beams
+            || t >= self.capacity
+            || !known
+            || !one_piece
+            || !parents_ok
+        {
             return Err(CpuStepError {
                 step: t,
                 rows,

@@ -8,11 +8,12 @@
 //! worker it needs, runs its own share and spins until the slots are clear. A worker with no
 //! task for [`SPIN`] parks, and the next post wakes it. A panic in a worker is caught there and
 //! raised again on the caller's thread, after every worker has finished with the caller's
-//! data.
+//! data. Callers on several threads take turns (a lock around each call): a slot holds one
+//! task at a time.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -46,6 +47,10 @@ struct Worker {
 /// `threads - 1` spinning workers beside the calling thread.
 pub struct Pool {
     workers: Vec<Worker>,
+    /// Held for a whole [`Pool::for_each_mut`]: a second caller's post would overwrite the
+    /// first's task in a slot (or be cleared by the worker finishing the first's), and part of
+    /// its work would silently not run.
+    turn: Mutex<()>,
 }
 
 /// The operating system would not start a worker.
@@ -64,6 +69,7 @@ impl Pool {
         };
         let mut pool = Self {
             workers: Vec::new(),
+            turn: Mutex::new(()),
         };
         for i in 1..threads {
             let slot = Arc::new(Slot::default());
@@ -87,8 +93,11 @@ impl Pool {
 
     /// Calls `f(i, &mut items[i])` for every item, item 0 on this thread and the next ones on
     /// the workers, one each (items beyond the threads run on this thread after item 0).
-    /// Returns when all are done; a panic in any of them is raised here.
+    /// Returns when all are done; a panic in any of them is raised here. Calls from several
+    /// threads run one after another.
     pub fn for_each_mut<T: Send>(&self, items: &mut [T], f: impl Fn(usize, &mut T) + Sync) {
+        // A panic of an earlier call leaves nothing to repair: its workers finished (`Wait`).
+        let _turn = self.turn.lock().unwrap_or_else(PoisonError::into_inner);
         /// The items' base pointer, shared by the threads, each using its own index.
         struct Base<T>(*mut T);
         // SAFETY: every index is used by exactly one thread (below), and `T: Send`.
@@ -111,6 +120,10 @@ impl Pool {
         // worker holds the task any more.
         let job: &'static (dyn Fn(usize) + Sync) = unsafe { std::mem::transmute(job) };
         let helpers = &self.workers[..len.saturating_sub(1).min(self.workers.len())];
+        // A worker's panic that an earlier call did not raise (its own item 0 panicked first).
+        for worker in helpers {
+            worker.slot.panicked.store(false, Ordering::Relaxed);
+        }
         let tasks: Vec<Task> = (0..helpers.len())
             .map(|w| Task { job, index: w + 1 })
             .collect();
@@ -252,5 +265,31 @@ mod tests {
         assert!(caught.is_err());
         pool.for_each_mut(&mut items, |i, item| *item = i as u8 + 1);
         assert_eq!(items, [1, 2]);
+        // The caller's own item panics too, so the worker's panic is not raised by that call;
+        // the next call must not raise it either.
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            pool.for_each_mut(&mut items, |_, _| panic!("every item fails"))
+        }));
+        assert!(caught.is_err());
+        pool.for_each_mut(&mut items, |i, item| *item = i as u8 + 3);
+        assert_eq!(items, [3, 4]);
+    }
+
+    #[test]
+    fn callers_on_two_threads_each_get_all_their_work_done() {
+        let pool = Pool::new(3).expect("threads start");
+        std::thread::scope(|scope| {
+            for caller in 0..2usize {
+                let pool = &pool;
+                scope.spawn(move || {
+                    for round in 0..500 {
+                        let mut items = vec![0usize; 3];
+                        pool.for_each_mut(&mut items, |i, item| *item = caller + i * 10 + round);
+                        let want: Vec<usize> = (0..3).map(|i| caller + i * 10 + round).collect();
+                        assert_eq!(items, want, "caller {caller}, round {round}");
+                    }
+                });
+            }
+        });
     }
 }
