@@ -317,6 +317,28 @@ fn bad_corpora_stop_with_one_clear_error_line() {
 }
 
 #[test]
+fn pairs_too_long_for_the_model_are_counted_on_stderr() {
+    let dir = scratch("overlong");
+    let (src, tgt) = fixture_corpus();
+    let config = write_config(&dir, 2, 10, (&src, &tgt));
+    let text = std::fs::read_to_string(&config).expect("config");
+    let short = text.replace("preset = \"tiny\"", "preset = \"tiny\"\nmax_seq_len = 16");
+    std::fs::write(&config, short).expect("config");
+    let stderr = train_ok(&config, &[]);
+    let line = |label: &str| {
+        stderr
+            .lines()
+            .skip_while(|l| !l.starts_with("training pairs, tokenized:"))
+            .find_map(|l| l.strip_prefix(label))
+            .and_then(|n| n.trim().parse::<usize>().ok())
+    };
+    let dropped = line("too long (dropped)");
+    assert!(dropped.is_some_and(|n| n > 0), "{dropped:?}: {stderr}");
+    assert!(line("batched").is_some_and(|n| n > 0), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn split_only_writes_the_same_held_out_files_every_time_and_trains_nothing() {
     let dir = scratch("split-only");
     let (src, tgt) = fixture_corpus();

@@ -217,7 +217,8 @@ pub fn read_tsv(path: &Path) -> Result<Corpus, DataError> {
     let mut pairs = Vec::with_capacity(lines.len());
     for (i, line) in lines.into_iter().enumerate() {
         let line_no = i + 1;
-        if line.trim().is_empty() && !line.contains('\t') {
+        // Tabs are whitespace too: "\t" or " \t " is a blank line, not two or three columns.
+        if line.trim().is_empty() {
             pairs.push(Pair {
                 source: String::new(),
                 target: String::new(),

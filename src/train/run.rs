@@ -337,6 +337,13 @@ pub fn run(config: &RunConfig, devices: &[Device], resume: bool) -> Result<Train
         model_config.tgt_vocab_size,
         train_batches.padding(&train_batches.plan(0))
     );
+    // Pairs too long for the model (or with an empty side) are left out: say how many.
+    for (name, batches) in [("training", &train_batches), ("dev", &dev_batches)] {
+        let stats = batches.stats();
+        if stats.kept < stats.input || stats.truncated > 0 {
+            eprintln!("{name} pairs, tokenized:\n{stats}");
+        }
+    }
 
     let summary = train(
         &model_config,

@@ -83,6 +83,34 @@ fn tsv_with_bom_crlf_and_a_blank_line() {
 }
 
 #[test]
+fn tsv_lines_of_only_tabs_and_spaces_are_blank_whatever_the_columns() {
+    let path = std::env::temp_dir().join(format!("webnmt-blank-{}.tsv", std::process::id()));
+    std::fs::write(
+        &path,
+        "\t\n하나\tone\tnumbers\n\t\t\n \t \n둘\ttwo\tnumbers\n",
+    )
+    .unwrap();
+    let c = read_tsv(&path);
+    let _ = std::fs::remove_file(&path);
+    let c = c.unwrap();
+    let got: Vec<(&str, Option<&str>, usize)> = c
+        .pairs
+        .iter()
+        .map(|p| (&*p.source, p.tag.as_deref(), p.line))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("", None, 1),
+            ("하나", Some("numbers"), 2),
+            ("", None, 3),
+            ("", None, 4),
+            ("둘", Some("numbers"), 5)
+        ]
+    );
+}
+
+#[test]
 fn tsv_third_column_is_a_trimmed_tag() {
     let c = read_tsv(&fixture("format/tagged.tsv")).unwrap();
     let tags: Vec<_> = c.pairs.iter().map(|p| p.tag.as_deref()).collect();
