@@ -11,7 +11,9 @@
 # the dev set with the default decoding (`evaluate --cpu`), and one line is appended to
 # target/ab/PAIR.tsv: name, minutes, steps A/B, dev BLEU A/B, dev chrF A/B, val loss A/B.
 # Runs live in $WEBNMT_RUNS/ab/NAME-{a,b} (default ~/webnmt-runs), outside the work tree.
-# TRAIN_ARGS (default "--warmup-steps 400 --lr-factor 0.3 --eval-every 200") go to both arms.
+# TRAIN_ARGS (default "--warmup-steps 400 --lr-factor 0.3 --eval-every 200 --patience 0": an
+# arm trains its minutes, even from a START that stopped early) go to both arms. An arm that
+# fails, or trains nothing, stops the A/B and the other arm (so does Ctrl-C).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 name="${1:?name of the A/B}"
@@ -21,13 +23,16 @@ args_b="${4-}"
 pair="${5:-ko-en}"
 runs="${WEBNMT_RUNS:-$HOME/webnmt-runs}/ab"
 out="target/ab"
-common="${TRAIN_ARGS:---warmup-steps 400 --lr-factor 0.3 --eval-every 200}"
+common="${TRAIN_ARGS:---warmup-steps 400 --lr-factor 0.3 --eval-every 200 --patience 0}"
 src_lang="${pair%-*}"
 tgt_lang="${pair#*-}"
 mkdir -p "$runs" "$out"
 cargo build --locked --release --features train --bin train --bin evaluate
 
 pids=()
+# An arm left training alone would write into a folder the next A/B of this name deletes.
+stop_arms() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; }
+trap stop_arms EXIT
 for arm in a b; do
   dir="$runs/$name-$arm"
   rm -rf "$dir"
@@ -43,7 +48,16 @@ for arm in a b; do
     >"$dir.log" 2>&1 &
   pids+=($!)
 done
-for pid in "${pids[@]}"; do wait "$pid"; done
+for i in 0 1; do
+  log="$runs/$name-$([ "$i" = 0 ] && echo a || echo b).log"
+  wait "${pids[i]}" || { tail -3 "$log" >&2; echo "that arm failed; see $log" >&2; exit 1; }
+  if grep -q 'nothing to resume' "$log"; then
+    grep 'nothing to resume' "$log" >&2
+    echo "that arm trained nothing; see $log" >&2
+    exit 1
+  fi
+done
+pids=()
 
 row="$name\t$minutes"
 declare -A bleu chrf steps loss

@@ -124,9 +124,11 @@ train)
         --precision "$precision" --max-tokens "$tokens" --accum-steps 1 --lr-factor "$lr" \
         --warmup-steps "$warmup" --max-steps "${PROBE_STEPS:-40}" --eval-every 100000 --log-every "${PROBE_LOG:-10}" \
         >"$dir.log" 2>&1; then
-        # metrics.csv: the rows after the first (shader compilation, autotuning) window.
+        # metrics.csv: the rows after the first (shader compilation, autotuning) window, or
+        # that one when it is the only one (PROBE_STEPS <= PROBE_LOG).
         rate=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "tokens_per_sec") c = i; next }
-          NR > 2 { s += $c; n++ } END { printf "%.0f\n", n ? s / n : 0 }' "$dir/metrics.csv")
+          NR == 2 { first = $c; next } { s += $c; n++ }
+          END { printf "%.0f\n", n ? s / n : first }' "$dir/metrics.csv")
       else
         rate=0
         tail -3 "$dir.log"
@@ -140,12 +142,20 @@ train)
   read -r precision tokens <<<"$best"
   read -r lr warmup < <(scaled "$tokens")
   left=$(awk -v m="$minutes" -v s=$((SECONDS - start)) 'BEGIN { printf "%.2f", m - s / 60 - 1 }')
-  echo "fastest: $precision, $tokens tokens/batch ($best_rate target tokens/s); training $left minutes with lr factor $lr, warm-up $warmup"
-  run="$work/run"
-  new_run "$run"
-  "$train" --config "$config" --device "${DEVICE:-gpu}" --run-dir "$run" "${init[@]}" --resume "${recipe[@]}" \
-    --precision "$precision" --max-tokens "$tokens" --accum-steps 1 --lr-factor "$lr" \
-    --warmup-steps "$warmup" --max-minutes "$left" --eval-every 500
+  if awk -v l="$left" 'BEGIN { exit !(l < 0.5) }'; then
+    # (--max-minutes 0 would mean no limit, and a negative one is refused.)
+    echo "fastest: $precision, $tokens tokens/batch ($best_rate target tokens/s); the probes left" \
+      "$left minutes, too few to train: bringing back that probe's run (lower PROBE_STEPS or" \
+      "PROBE_TOKENS, or give more MINUTES)"
+    run="$work/probe-$precision-$tokens"
+  else
+    echo "fastest: $precision, $tokens tokens/batch ($best_rate target tokens/s); training $left minutes with lr factor $lr, warm-up $warmup"
+    run="$work/run"
+    new_run "$run"
+    "$train" --config "$config" --device "${DEVICE:-gpu}" --run-dir "$run" "${init[@]}" --resume "${recipe[@]}" \
+      --precision "$precision" --max-tokens "$tokens" --accum-steps 1 --lr-factor "$lr" \
+      --warmup-steps "$warmup" --max-minutes "$left" --eval-every 500
+  fi
   newest=$(ls -d "$run"/checkpoints/*/ | sort -V | tail -1)
   (cd "$run" && tar cf - config.toml data.txt metrics.csv ./*.tokenizer.json bundle \
     "checkpoints/$(basename "$newest")") | split -b 15000000 -d -a 2 - "$parts/run.tar."
@@ -170,6 +180,13 @@ unpack)
   dir="${1:?folder holding the fetched run.tar.NN parts}"
   pair="${2:-ko-en}"
   dest="${WEBNMT_RUNS:-$HOME/webnmt-runs}/$pair-gpu"
+  # A run unpacked before (perhaps resumed since) is kept aside, not mixed in: its newer
+  # checkpoints would be the ones `train --resume` takes.
+  if [ -n "$(ls -A "$dest" 2>/dev/null)" ]; then
+    aside="$dest.$(date +%Y%m%d-%H%M%S)"
+    mv "$dest" "$aside"
+    echo "moved the run already in $dest to $aside"
+  fi
   mkdir -p "$dest"
   cat "$dir"/run.tar.* | tar xf - -C "$dest"
   # best/ stays on the machine (55 MB more to fetch); the newest checkpoint's weights stand in
@@ -181,7 +198,7 @@ unpack)
   echo "unpacked into $dest: $(ls "$dest")"
   ;;
 *)
-  sed -n '2,30p' "$0" >&2
+  awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0" >&2 # the comment at the top
   exit 2
   ;;
 esac
