@@ -78,8 +78,11 @@ score() { # score BUNDLE NAME -> prints dev BLEU; fails (no stale score) when ev
 echo "==> dev BLEU, default decoding"
 # Again: another build may have replaced evaluate during the hours of training.
 cargo build --locked --release --features train --bin evaluate
-# The shipped model's score is kept beside its hash: scored once per shipped model.
-sha=$(cat "$shipped"/*.json "$shipped"/model.safetensors | sha256sum | cut -d' ' -f1)
+# The shipped model's score is kept beside a hash of what made it (the bundle, the evaluate
+# binary, the dev set): scored again only when one of them changed, so both scores of a gate
+# come from the same decoder.
+sha=$(cat "$shipped"/*.json "$shipped"/model.safetensors target/release/evaluate "$dev_src" \
+  "$dev_ref" | sha256sum | cut -d' ' -f1)
 if [ -f "$out/shipped.json" ] && [ "$(cat "$out/shipped.sha" 2>/dev/null)" = "$sha" ]; then
   old=$(jq -r '.report.bleu.score' "$out/shipped.json")
 else
