@@ -37,11 +37,17 @@ pub const MATMUL_Q8_SHAPES: &[(usize, usize, usize)] = &[
     (64, 512, 256),
 ];
 
-/// `(m, n, k)` shapes for `matmul_q8_norm`: the narrowest row, every block size up to a full
-/// block, m past a multiple of the 8-row block, and the model widths of `small` and `base`
-/// (attention output, FFN second layer) up to the widest row the kernel normalises.
+/// `(m, n, k)` shapes for `matmul_q8_norm`: the narrowest row, alone and in blocks wider than
+/// the workgroup (n / 4 invocations for up to 8 rows), every block size up to a full block, m
+/// past a multiple of the 8-row block, and the model widths of `small` and `base` (attention
+/// output, FFN second layer) up to the widest row the kernel normalises.
 pub const MATMUL_Q8_NORM_SHAPES: &[(usize, usize, usize)] = &[
     (1, 4, 4),
+    (8, 4, 4),
+    (6, 16, 8),
+    (4, 12, 8),
+    (7, 36, 20),
+    (2, 8, 4),
     (3, 100, 36),
     (5, 32, 64),
     (8, 256, 256),
@@ -331,7 +337,7 @@ pub async fn check_logits_topk(gpu: &Gpu, seed: u64) -> Result<Vec<KernelCheck>,
     Ok(checks)
 }
 
-/// `attention` against [`reference::attention`] on every shape of [`ATTENTION_SHAPES`]: one
+/// `attention` against [`reference::attention`] on every case of [`ATTENTION_CASES`]: one
 /// check of the context and one of the weights per shape.
 pub async fn check_attention(gpu: &Gpu, seed: u64) -> Result<Vec<KernelCheck>, GpuError> {
     let mut rng = SmallRng::seed_from_u64(seed ^ 0x4154);

@@ -10,7 +10,8 @@
 // most 256), for a block of `rows` rows of X (the grid's y axis covers the row blocks). The
 // product is matmul_q8's (same accumulation order); each invocation then adds bias and
 // residual, and the row sums for the mean and the variance are reduced in workgroup memory
-// (one invocation per row adds up the partial sums: four barriers in all).
+// (invocation q adds up the partial sums of rows q, q + quads, …, so a workgroup narrower than
+// the block, n < 32, still covers every row: four barriers in all).
 //
 // unpack_i8x4 is in int8.wgsl, which the driver appends to this file.
 
@@ -47,12 +48,12 @@ var<workgroup> row_total: array<f32, ROWS_MAX>;
 // Sums partial[r][0..quads] into row_total[r] for the block's rows, visible to every invocation.
 fn total_rows(quad: u32, block: u32) {
     workgroupBarrier();
-    if (quad < block) {
+    for (var r = quad; r < block; r += quads) {
         var sum = 0.0;
         for (var i = 0u; i < quads; i++) {
-            sum += partial[quad][i];
+            sum += partial[r][i];
         }
-        row_total[quad] = sum;
+        row_total[r] = sum;
     }
     workgroupBarrier();
 }
