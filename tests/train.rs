@@ -585,9 +585,10 @@ fn a_stopped_run_continues_when_its_flags_allow() {
 }
 
 /// The learning rate is a function of the step and the schedule (`lr_factor`, `warmup_steps`):
-/// `--resume` with another schedule is refused with the run's values, and changes nothing.
+/// `--resume` with another schedule is refused with the run's values, and changes nothing; a
+/// start without `--resume` on the run is refused too.
 #[test]
-fn a_resume_with_another_learning_rate_schedule_is_refused() {
+fn a_resume_with_another_schedule_or_a_fresh_start_on_a_run_is_refused() {
     let (dir, config) = edited_config("schedule", 20, 10, &[]);
     let run = dir.join("run");
     let train = |args: &[&str]| {
@@ -619,6 +620,23 @@ fn a_resume_with_another_learning_rate_schedule_is_refused() {
     // The same schedule resumes (this run had reached its step limit).
     let (ok, stderr) = train(&["--resume", "--lr-factor", "1.0"]);
     assert!(ok && stderr.contains("nothing to resume"), "{stderr}");
+    // Without --resume no new run starts on top of this one, and nothing of it is rewritten.
+    let written = |name: &str| {
+        std::fs::metadata(run.join(name))
+            .and_then(|m| m.modified())
+            .expect(name)
+    };
+    let before = (written("target.tokenizer.json"), written("data.txt"));
+    let (ok, stderr) = train(&[]);
+    assert!(!ok, "a fresh start was accepted:\n{stderr}");
+    assert!(
+        stderr.contains("already holds checkpoints of a run (the newest at step 20): add --resume"),
+        "{stderr}"
+    );
+    assert_eq!(
+        (written("target.tokenizer.json"), written("data.txt")),
+        before
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -677,6 +677,7 @@ async fn run(args: Args) -> CliResult {
     let others = rows.len();
     rows.extend(page.iter().flat_map(|p| p.rows.iter().cloned()));
     let pages = rows.len();
+    let same_driver_rows = same_driver.len();
     rows.extend(same_driver);
     let page_cpu_rows: Vec<Row> = page_cpu.iter().flat_map(|p| p.rows.clone()).collect();
     rows.extend(page_cpu_rows.iter().cloned());
@@ -714,7 +715,9 @@ async fn run(args: Args) -> CliResult {
     // The page beside the same setting of our engine natively (rows[i] is settings[i]) and,
     // where it ran, natively on the page's driver (rows[pages + i]).
     for (i, r) in rows[others..pages].iter().enumerate() {
-        for native in [Some(&rows[i]), rows.get(pages + i)].into_iter().flatten() {
+        // (Without SwiftShader there are no such rows, and rows[pages + i] is another table's.)
+        let on_driver = (i < same_driver_rows).then(|| &rows[pages + i]);
+        for native in [Some(&rows[i]), on_driver].into_iter().flatten() {
             println!(
                 "{} / {}: {:.2}× (sentences per second)",
                 r.name,

@@ -113,7 +113,8 @@ struct Args {
     #[arg(long)]
     max_ratio: Option<f64>,
     /// Export the mean of the newest N checkpoints' weights instead of the best weights
-    /// (checkpoint averaging; at most keep_checkpoints, default 3). Works with --export-only.
+    /// (checkpoint averaging; N at most keep_checkpoints, whose default is 3; the ko-en
+    /// configs set 3, default 0: the best weights). Works with --export-only.
     #[arg(long)]
     average_checkpoints: Option<usize>,
     /// Override the interval of training-loss rows in metrics.csv, in steps (default 50).

@@ -3,6 +3,7 @@
 //! from a shipped model.
 
 use super::Transformer;
+use crate::config::ModelConfig;
 use crate::weights::{Bundle, BundleError, names, tensor_specs};
 use burn::module::{Module, ModuleMapper, Param};
 use burn::tensor::{Device, Tensor, TensorData};
@@ -55,7 +56,20 @@ impl ModuleMapper for Load {
 impl Transformer {
     /// The model of `bundle` with its int8 matrices dequantized (`q · scale`).
     pub fn from_bundle(bundle: &Bundle, device: &Device) -> Result<Self, BundleError> {
-        let config = bundle.config();
+        Self::from_bundle_with_dropout(bundle, bundle.config().dropout, device)
+    }
+
+    /// [`Self::from_bundle`] with another dropout rate (a training run's own, when it starts
+    /// from a bundle's weights): the weights are the same, only training differs.
+    pub fn from_bundle_with_dropout(
+        bundle: &Bundle,
+        dropout: f64,
+        device: &Device,
+    ) -> Result<Self, BundleError> {
+        let config = &ModelConfig {
+            dropout,
+            ..bundle.config().clone()
+        };
         let mut weights = BTreeMap::new();
         for spec in tensor_specs(config) {
             if names::is_weight_scale(&spec.name) {

@@ -113,3 +113,17 @@ fn dropout_is_active_only_in_training() {
     let d = eval.forward(src, tgt);
     assert_eq!(max_diff(c, d), 0.0);
 }
+
+#[test]
+fn a_model_from_a_bundle_trains_with_the_dropout_asked_for() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/tiny/bundle");
+    let bundle = crate::weights::Bundle::from_dir(std::path::Path::new(dir)).expect("fixture");
+    let device = Device::flex();
+    let own = Transformer::from_bundle(&bundle, &device).expect("loads");
+    assert_eq!(own.encoder.embed.dropout.prob, bundle.config().dropout);
+    let asked = 0.37;
+    assert_ne!(asked, bundle.config().dropout);
+    let model = Transformer::from_bundle_with_dropout(&bundle, asked, &device).expect("loads");
+    assert_eq!(model.encoder.embed.dropout.prob, asked);
+    assert_eq!(model.decoder.embed.dropout.prob, asked);
+}

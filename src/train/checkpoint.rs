@@ -19,7 +19,18 @@ pub struct Checkpoints {
 }
 
 impl Checkpoints {
-    /// Opens (and creates) `dir`, removing half-written checkpoints left by a killed process.
+    /// The checkpoints in `dir`, to read (export, checks) while a training run may be writing
+    /// there: nothing is created or removed.
+    pub fn read(dir: &Path) -> Self {
+        Self {
+            dir: dir.to_path_buf(),
+            keep: usize::MAX,
+        }
+    }
+
+    /// Opens (and creates) `dir` for the one training run writing there, removing half-written
+    /// checkpoints left by a killed process (only that run may: another process's `.partial`
+    /// is a checkpoint being written).
     pub fn open(dir: &Path, keep: usize) -> io::Result<Self> {
         fs::create_dir_all(dir)?;
         for entry in fs::read_dir(dir)? {
@@ -137,7 +148,11 @@ mod tests {
         });
         assert!(failed.is_err());
         assert_eq!(ckpts.latest().expect("latest").map(|c| c.0), Some(30));
-        // …and its directory is cleaned up by the next open.
+        // …and its directory is cleaned up by the next open, not by a reader (an export while
+        // the run writes it).
+        assert!(dir.join("step-00000040.partial").exists());
+        let read = Checkpoints::read(&dir).latest().expect("latest");
+        assert_eq!(read.map(|c| c.0), Some(30));
         assert!(dir.join("step-00000040.partial").exists());
         let ckpts = Checkpoints::open(&dir, 2).expect("reopen");
         assert!(!dir.join("step-00000040.partial").exists());

@@ -181,8 +181,6 @@ pub struct TrainSummary {
     pub state: TrainState,
     /// Batches each device trained on in this invocation, in `--devices` order.
     pub device_batches: Vec<u64>,
-    /// The best (lowest validation loss) weights, `best/model.bpk` in the run directory.
-    pub best_model: PathBuf,
 }
 
 /// Everything one run needs besides its options.
@@ -315,6 +313,30 @@ fn validate(
     Ok((val_loss, Some((bleu.score, chrf.score))))
 }
 
+/// Refuses to start a new run (`resume` false) in `run_dir` when it holds another run's
+/// checkpoints: the new run's would be pruned at once as older than the old run's higher steps,
+/// and export and a later resume would take the old run's.
+pub fn check_fresh_start(run_dir: &Path, resume: bool) -> Result<(), TrainError> {
+    let dir = run_dir.join("checkpoints");
+    if resume || !dir.is_dir() {
+        return Ok(());
+    }
+    let latest = Checkpoints::read(&dir)
+        .latest()
+        .map_err(|source| TrainError::Io {
+            path: dir.clone(),
+            source,
+        })?;
+    match latest {
+        Some((step, _)) => Err(TrainError::Options(format!(
+            "{} already holds checkpoints of a run (the newest at step {step}): add --resume to \
+             continue it, or give another --run-dir (or delete that one) to start over",
+            run_dir.display()
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// Trains `config` on `data`, writing checkpoints, `best/`, `metrics.csv` and `metrics.svg`
 /// under `run_dir`. With `resume`, continues from the newest complete checkpoint there.
 ///
@@ -335,12 +357,17 @@ pub fn train(
     let workers: Vec<Device> = devices.iter().map(|d| d.clone().autodiff()).collect();
     let batches_per_step = options.accum_steps * workers.len();
     let batches_per_epoch = data.train.plan(0).len();
-    let steps_per_epoch = batches_per_epoch.div_ceil(batches_per_step).max(1);
+    // The steps the limits allow (the progress bar's and the anneal's end): `max_steps`, or
+    // what `max_epochs` epochs of epoch 0's size make (accumulation carries over epoch
+    // boundaries; the last epoch drops the batches that make no step). Only an estimate when
+    // origin weights resample epochs of other sizes: the epoch count itself ends the run.
+    let epoch_steps = |epochs: usize| (epochs * batches_per_epoch / batches_per_step).max(1);
     let total_steps = match (options.max_steps, options.max_epochs) {
-        (0, e) => e * steps_per_epoch,
+        (0, e) => epoch_steps(e),
         (s, 0) => s,
-        (s, e) => s.min(e * steps_per_epoch),
+        (s, e) => s.min(epoch_steps(e)),
     };
+    let step_limit_reached = |step: usize| options.max_steps > 0 && step >= options.max_steps;
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source| TrainError::Io { path, source }
@@ -365,11 +392,8 @@ pub fn train(
         lr_factor: options.lr_factor,
         warmup_steps: options.warmup_steps,
     };
-    let latest = if resume {
-        checkpoints.latest().map_err(io(&ckpt_dir))?
-    } else {
-        None
-    };
+    check_fresh_start(run_dir, resume)?;
+    let latest = checkpoints.latest().map_err(io(&ckpt_dir))?;
     if let (None, Some(dir)) = (&latest, &options.init_from) {
         let bad = |message: String| {
             TrainError::Options(format!("--init-from {}: {message}", dir.display()))
@@ -382,7 +406,9 @@ pub fn train(
                 "its model {theirs:?} differs from this run's {config:?}"
             )));
         }
-        model = Transformer::from_bundle(&bundle, &device).map_err(|e| bad(e.to_string()))?;
+        // With this run's dropout (the bundle's is what the run that made it trained with).
+        model = Transformer::from_bundle_with_dropout(&bundle, config.dropout, &device)
+            .map_err(|e| bad(e.to_string()))?;
         eprintln!("starting from the weights of {}", dir.display());
     }
     if let Some((_, dir)) = latest {
@@ -418,7 +444,7 @@ pub fn train(
         let early = reason.starts_with(EARLY_STOPPING);
         // A run stopped by its step or epoch limit goes on when this invocation's limits are
         // higher (`--max-epochs`, `--max-steps`).
-        let limits_allow_more = state.step < total_steps
+        let limits_allow_more = !step_limit_reached(state.step)
             && (options.max_epochs == 0 || state.epoch < options.max_epochs);
         if early && !options.stops_early(state.evals_without_improvement) {
             eprintln!(
@@ -453,7 +479,6 @@ pub fn train(
             return Ok(TrainSummary {
                 state,
                 device_batches: vec![0; workers.len()],
-                best_model: best_dir.join("model.bpk"),
             });
         }
     }
@@ -578,7 +603,7 @@ pub fn train(
             let epochs_done = options.max_epochs > 0
                 && state.epoch + 1 >= options.max_epochs
                 && batches_per_epoch.saturating_sub(state.batch_in_epoch) < batches_per_step;
-            let last = state.step >= total_steps || out_of_time || epochs_done;
+            let last = step_limit_reached(state.step) || out_of_time || epochs_done;
             if log_now || eval_now || last {
                 let secs = window_start.elapsed().as_secs_f64().max(1e-9);
                 let mut row = MetricsRow {
@@ -595,7 +620,6 @@ pub fn train(
                     row.train_loss, row.tokens_per_sec
                 ));
                 (window_loss, window_batches, window_tokens) = (0.0, 0, 0);
-                window_start = Instant::now();
                 if eval_now || last {
                     let (val_loss, scores) = validate(&model, data, options, config, &device)?;
                     row.val_loss = Some(val_loss);
@@ -647,13 +671,17 @@ pub fn train(
                     state.stopped = Some(format!("reached {} epochs", options.max_epochs));
                     state.epoch += 1;
                     state.batch_in_epoch = 0;
-                } else if last && !out_of_time && state.stopped.is_none() {
-                    state.stopped = Some(format!("reached {total_steps} steps"));
+                } else if step_limit_reached(state.step) && state.stopped.is_none() {
+                    // Also when the time ran out at the same step: a resume has nothing to do.
+                    state.stopped = Some(format!("reached {} steps", options.max_steps));
                 }
                 metrics::write(run_dir, &state.history).map_err(io(run_dir))?;
                 if eval_now || last || state.stopped.is_some() {
                     save_checkpoint(&checkpoints, &model, &optim, &state)?;
                 }
+                // The next window's throughput counts training only, not this validation and
+                // checkpoint.
+                window_start = Instant::now();
                 if state.stopped.is_some() {
                     break 'epochs;
                 }
@@ -680,7 +708,6 @@ pub fn train(
     Ok(TrainSummary {
         state,
         device_batches,
-        best_model: best_dir.join("model.bpk"),
     })
 }
 

@@ -270,6 +270,8 @@ pub fn run(config: &RunConfig, devices: &[Device], resume: bool) -> Result<Train
     let device = devices
         .first()
         .ok_or_else(|| RunError::Train(TrainError::Options("no training device given".into())))?;
+    // Before anything is written: the data files and tokenizers of a run there stay as they are.
+    crate::train::check_fresh_start(run_dir, resume)?;
     let (parts, dev, _test) = prepare_data(config)?;
 
     // Tokenizers (trained on the training split only).
@@ -393,8 +395,8 @@ fn export(
     let n = config.training.average_checkpoints;
     let (weights, averaged) = if n > 1 {
         let dir = config.run_dir.join("checkpoints");
-        let list = super::checkpoint::Checkpoints::open(&dir, usize::MAX)
-            .and_then(|c| c.list())
+        let list = super::checkpoint::Checkpoints::read(&dir)
+            .list()
             .map_err(|e| RunError::Read {
                 path: dir.clone(),
                 reason: e.to_string(),
@@ -453,10 +455,7 @@ pub fn export_only(config: &RunConfig, device: &Device) -> Result<(), RunError> 
     let model_config = config
         .model
         .resolve(src_tok.vocab_size(), tgt_tok.vocab_size())?;
-    let checkpoints =
-        super::checkpoint::Checkpoints::open(&run_dir.join("checkpoints"), usize::MAX)
-            .map_err(|e| missing("no checkpoints", &e))?;
-    let (_, latest) = checkpoints
+    let (_, latest) = super::checkpoint::Checkpoints::read(&run_dir.join("checkpoints"))
         .latest()
         .map_err(|e| missing("no checkpoints", &e))?
         .ok_or_else(|| missing("no checkpoints", &"none found"))?;
