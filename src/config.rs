@@ -15,6 +15,9 @@ use serde::{Deserialize, Serialize};
 pub const MAX_SEQ_LEN: usize = 4096;
 /// The most encoder or decoder layers a config may have.
 pub const MAX_LAYERS: usize = 64;
+/// The widest `d_model`: the GPU engine's fused output projection and LayerNorm normalises a
+/// row in one workgroup of `d_model / 4` invocations (`kernels::matmul_q8_norm::N_MAX`).
+pub const MAX_D_MODEL: usize = 1024;
 
 /// Why a configuration cannot describe a model.
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -165,6 +168,7 @@ impl ModelConfig {
         at_most("max_seq_len", self.max_seq_len, MAX_SEQ_LEN)?;
         at_most("n_enc_layers", self.n_enc_layers, MAX_LAYERS)?;
         at_most("n_dec_layers", self.n_dec_layers, MAX_LAYERS)?;
+        at_most("d_model", self.d_model, MAX_D_MODEL)?;
         for (name, value) in [("d_model", self.d_model), ("d_ff", self.d_ff)] {
             if !value.is_multiple_of(4) {
                 return Err(ConfigError::NotMultipleOf4 { name, value });
@@ -304,6 +308,15 @@ mod tests {
                 },
                 "n_dec_layers",
             ),
+            (
+                // Heads of 128 features, as the attention kernel allows; too wide a row.
+                ModelConfig {
+                    d_model: MAX_D_MODEL + 256,
+                    n_heads: (MAX_D_MODEL + 256) / 128,
+                    ..tiny.clone()
+                },
+                "d_model",
+            ),
         ] {
             assert!(
                 matches!(config.validate(), Err(ConfigError::TooLarge { name: n, .. }) if n == name),
@@ -313,6 +326,8 @@ mod tests {
         let at_limit = ModelConfig {
             max_seq_len: MAX_SEQ_LEN,
             n_enc_layers: MAX_LAYERS,
+            d_model: MAX_D_MODEL,
+            n_heads: MAX_D_MODEL / 128,
             ..tiny.clone()
         };
         assert_eq!(at_limit.validate(), Ok(()));

@@ -1,6 +1,7 @@
 //! Plain-Rust f32 versions of every GPU kernel: the oracle the kernels are tested against.
 //!
-//! These favour clarity over speed. Each function mirrors one file in `kernels/` by name.
+//! These favour clarity over speed. Each kernel function mirrors one file in `kernels/` by name;
+//! `logits_topk`'s oracle is [`penalized_logprobs`] followed by the search's top-k.
 
 use crate::layout::{AttentionLayout, AttentionShape};
 use crate::positions::positional_encoding;

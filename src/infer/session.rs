@@ -43,7 +43,7 @@ pub struct Session<'e> {
     caches: Vec<wgpu::Buffer>,
     /// Per row of the last step: the cache slot (row) of its ancestor at every position.
     slots: Vec<Vec<u32>>,
-    /// `slots` on the GPU, `[beam, capacity]`.
+    /// `slots` on the GPU, `[rows, capacity]` (rows: beam × pieces).
     ancestors: wgpu::Buffer,
     history: wgpu::Buffer,
     history_len: wgpu::Buffer,

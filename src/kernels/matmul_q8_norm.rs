@@ -17,8 +17,9 @@ pub const SOURCE: &str = concat!(
     include_str!("int8.wgsl")
 );
 /// The widest row one workgroup normalises (4 × `QUADS_MAX` in the shader, which sizes an array
-/// with it; a test checks the two agree). The shader's `ROWS_MAX` is matmul_q8's [`ROWS_MAX`].
-pub const N_MAX: usize = 1024;
+/// with it; a test checks the two agree), so the widest `d_model` a config may have. The
+/// shader's `ROWS_MAX` is matmul_q8's [`ROWS_MAX`].
+pub const N_MAX: usize = crate::config::MAX_D_MODEL;
 
 /// Mirrors `struct Params` in `matmul_q8_norm.wgsl`.
 #[repr(C)]

@@ -1,6 +1,8 @@
 //! WGSL compute kernels. Each kernel is a `name.wgsl` file (the shader, with a header comment
 //! giving its bindings and shapes) and a `name.rs` driver (parameters, validation, dispatch).
-//! Every kernel has a plain-Rust twin in [`crate::reference`] with the same name.
+//! Every kernel has a plain-Rust twin in [`crate::reference`] with the same name, except
+//! `logits_topk`, whose oracle is [`crate::reference::penalized_logprobs`] followed by the
+//! search's own top-k.
 //!
 //! Constants that Rust and WGSL both need are written once, in Rust, and reach the shader as
 //! WGSL `override` constants set at pipeline creation ([`crate::gpu::PipelineKey::with`]) — the
