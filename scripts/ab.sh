@@ -48,9 +48,14 @@ for arm in a b; do
     >"$dir.log" 2>&1 &
   pids+=($!)
 done
-for i in 0 1; do
-  log="$runs/$name-$([ "$i" = 0 ] && echo a || echo b).log"
-  wait "${pids[i]}" || { tail -3 "$log" >&2; echo "that arm failed; see $log" >&2; exit 1; }
+# Whichever arm ends first is checked at once (the EXIT trap then stops the other).
+declare -A arm_of=(["${pids[0]}"]=a ["${pids[1]}"]=b)
+while [ ${#arm_of[@]} -gt 0 ]; do
+  status=0
+  wait -n -p done "${!arm_of[@]}" || status=$?
+  log="$runs/$name-${arm_of[$done]}.log"
+  unset "arm_of[$done]"
+  [ "$status" = 0 ] || { tail -3 "$log" >&2; echo "that arm failed; see $log" >&2; exit 1; }
   if grep -q 'nothing to resume' "$log"; then
     grep 'nothing to resume' "$log" >&2
     echo "that arm trained nothing; see $log" >&2

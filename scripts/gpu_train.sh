@@ -144,17 +144,20 @@ train)
   left=$(awk -v m="$minutes" -v s=$((SECONDS - start)) 'BEGIN { printf "%.2f", m - s / 60 - 1 }')
   if awk -v l="$left" 'BEGIN { exit !(l < 0.5) }'; then
     # (--max-minutes 0 would mean no limit, and a negative one is refused.)
-    echo "fastest: $precision, $tokens tokens/batch ($best_rate target tokens/s); the probes left" \
-      "$left minutes, too few to train: bringing back that probe's run (lower PROBE_STEPS or" \
-      "PROBE_TOKENS, or give more MINUTES)"
+    echo "fastest: $precision, $tokens tokens/batch ($best_rate target tokens/s); the probes" \
+      "left $left minutes, too few to train: bringing back that probe's run, which stopped at" \
+      "its step limit with that probe's schedule (resume it with --max-steps above" \
+      "${PROBE_STEPS:-40} and its --lr-factor $lr --warmup-steps $warmup; next time lower" \
+      "PROBE_STEPS or PROBE_TOKENS, or give more MINUTES)"
     run="$work/probe-$precision-$tokens"
   else
-    echo "fastest: $precision, $tokens tokens/batch ($best_rate target tokens/s); training $left minutes with lr factor $lr, warm-up $warmup"
+    echo "fastest: $precision, $tokens tokens/batch ($best_rate target tokens/s); training" \
+      "$left minutes with lr factor $lr, warm-up $warmup"
     run="$work/run"
     new_run "$run"
-    "$train" --config "$config" --device "${DEVICE:-gpu}" --run-dir "$run" "${init[@]}" --resume "${recipe[@]}" \
-      --precision "$precision" --max-tokens "$tokens" --accum-steps 1 --lr-factor "$lr" \
-      --warmup-steps "$warmup" --max-minutes "$left" --eval-every 500
+    "$train" --config "$config" --device "${DEVICE:-gpu}" --run-dir "$run" "${init[@]}" \
+      --resume "${recipe[@]}" --precision "$precision" --max-tokens "$tokens" --accum-steps 1 \
+      --lr-factor "$lr" --warmup-steps "$warmup" --max-minutes "$left" --eval-every 500
   fi
   newest=$(ls -d "$run"/checkpoints/*/ | sort -V | tail -1)
   (cd "$run" && tar cf - config.toml data.txt metrics.csv ./*.tokenizer.json bundle \

@@ -176,18 +176,20 @@ function restartWorker() {
 
 /**
  * Ends the work sent to a worker that is gone, saying `why`; `again` says whether a new worker
- * takes the next try (otherwise the page must be reloaded).
+ * takes the next try (otherwise the page must be reloaded). Work not sent yet (waiting for the
+ * model) stays, for the new worker.
  */
 function endWork(why, again) {
-  const request = state.pending;
-  if (request?.sent) {
-    dropPending('error', `${why} before this translation finished. ${again ? 'Translate again.' : 'Reload the page to start over.'}`);
+  const next = again ? 'Translate again.' : 'Reload the page to start over.';
+  if (state.pending?.sent) dropPending('error', `${why} before this translation finished. ${next}`);
+  if (state.doc?.sent) {
+    failDocument(`${why}. ${again ? 'Translate the document again.' : next}`);
   }
-  failDocument(`${why}. ${again ? 'Translate the document again.' : 'Reload the page to start over.'}`);
   if (state.selfcheckPending) {
     state.selfcheckPending = false;
     ui.selfcheckRun.disabled = !again;
-    setStatus(ui.selfcheckStatus, 'error', `${why} during the self-check. ${again ? 'Run it again.' : 'Reload the page to start over.'}`);
+    const then = again ? 'Run it again.' : next;
+    setStatus(ui.selfcheckStatus, 'error', `${why} during the self-check. ${then}`);
   }
 }
 
@@ -1011,13 +1013,15 @@ ui.copy.addEventListener('click', async () => {
 });
 ui.model.addEventListener('change', () => {
   // The worker cancels a running translation when a load arrives.
-  dropPending('error', 'Stopped: the model changed before this translation finished. Translate again.');
+  const stopped = 'Stopped: the model changed before this translation finished.';
+  dropPending('error', `${stopped} Translate again.`);
   loadModel(ui.model.value);
 });
 ui.engine.addEventListener('change', () => {
   // The same model again, on the other engine (the worker frees the loaded one first).
   state.engine = ui.engine.value;
-  dropPending('error', 'Stopped: the engine changed before this translation finished. Translate again.');
+  const stopped = 'Stopped: the engine changed before this translation finished.';
+  dropPending('error', `${stopped} Translate again.`);
   loadModel(state.model ?? ui.model.value);
 });
 ui.retry.addEventListener('click', () => loadModel(state.model ?? ui.model.value));

@@ -242,13 +242,18 @@ let ready = start();
 
 function start() {
   const started = Promise.all([startWasm(), webgpu]).then(([build, kind]) => {
-    self.postMessage({ type: 'started', defaults: wasm.defaultOptions(), ...adapterFields(kind), build });
+    const defaults = wasm.defaultOptions();
+    self.postMessage({ type: 'started', defaults, ...adapterFields(kind), build });
   });
   started.catch(() => {}); // reported by the load or self-check that waits for it
   return started;
 }
 
-/** Resolves once the wasm module runs; a start that failed (a download) is tried again. */
+/**
+ * Resolves once the wasm module runs; a start that failed is tried again (a failed download of
+ * the .wasm file is fetched again; a failed import of its JS glue may stay failed, as browsers
+ * may keep a failed module fetch for the worker's lifetime).
+ */
 function whenReady() {
   ready = ready.catch(() => start());
   return ready;
@@ -275,8 +280,8 @@ async function fetchJson(url) {
 
 /**
  * The bundle's manifest, from the network when it answers (so an updated model replaces the
- * cached one) and from the model cache otherwise (offline). Returns `{ text, manifest, cachedText }`
- * (`cachedText`: the cached copy's text, or null).
+ * cached one) and from the model cache otherwise (offline). Returns
+ * `{ text, manifest, cachedText }` (`cachedText`: the cached copy's text, or null).
  */
 async function loadManifest(cache, url) {
   const cachedResponse = await cache.match(url);

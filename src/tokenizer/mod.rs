@@ -480,8 +480,8 @@ fn build(vocab: Vec<(String, f64)>) -> Result<Tokenizer, TokenizerError> {
 #[serde(default, deny_unknown_fields)]
 pub struct TokenizerConfig {
     /// Vocabulary size, special tokens included. Default 16000 (the reference). Small
-    /// corpora cannot fill a large vocabulary: the result may have fewer pieces (`configs/de-en.toml`
-    /// asks for 8000).
+    /// corpora cannot fill a large vocabulary: the result may have fewer pieces
+    /// (`configs/de-en.toml` asks for 8000).
     pub vocab_size: u32,
     /// Share of the corpus's character occurrences the alphabet must cover; rarer
     /// characters are left out and encode as `<unk>`. Default 0.9995 (the reference);

@@ -373,6 +373,7 @@ pub fn train(
         move |source| TrainError::Io { path, source }
     };
     std::fs::create_dir_all(run_dir).map_err(io(run_dir))?;
+    check_fresh_start(run_dir, resume)?;
     let ckpt_dir = run_dir.join("checkpoints");
     let checkpoints =
         Checkpoints::open(&ckpt_dir, options.keep_checkpoints).map_err(io(&ckpt_dir))?;
@@ -392,7 +393,6 @@ pub fn train(
         lr_factor: options.lr_factor,
         warmup_steps: options.warmup_steps,
     };
-    check_fresh_start(run_dir, resume)?;
     let latest = checkpoints.latest().map_err(io(&ckpt_dir))?;
     if let (None, Some(dir)) = (&latest, &options.init_from) {
         let bad = |message: String| {

@@ -162,7 +162,6 @@ fn long_sentences_are_translated_in_chunks_and_joined() {
     assert_eq!(t.target_tokens(), tokens.len());
 }
 
-/// `n` different short sentences.
 #[test]
 fn an_empty_chunk_adds_no_space_to_its_sentence() {
     let output = |text: &str| PieceOutput {
@@ -192,6 +191,7 @@ fn an_empty_chunk_adds_no_space_to_its_sentence() {
     assert_eq!(leading.text, "b", "no leading space");
 }
 
+/// `n` different short sentences.
 fn sentences(n: usize) -> String {
     let animals = [
         "Hund", "Katze", "Pferd", "Mann", "Frau", "Kind", "Vogel", "Ball",
@@ -202,7 +202,6 @@ fn sentences(n: usize) -> String {
         .join(" ")
 }
 
-/// The distinct pieces of `texts`: what the pipeline must search.
 /// How many pieces `texts` split into: all of them, and the distinct ones.
 fn count_pieces(engine: &TableEngine, texts: &[&str]) -> (usize, usize) {
     let mut all = 0;

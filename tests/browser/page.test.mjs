@@ -202,9 +202,10 @@ test('after an engine panic the page starts a fresh worker once and says so; aft
   await panic();
   await page.locator('#translate-status[data-state="error"]').waitFor({ timeout: 10_000 });
   assert.match(await page.locator('#translate-status').textContent(), /The translation engine stopped \(internal error: panicked at .*simulated\); it was restarted\./);
-  assert.equal(await page.locator('#selfcheck-status').getAttribute('data-state'), 'error');
-  assert.match(await page.locator('#selfcheck-status').textContent(), /restarted during the self-check\. Run it again\./);
-  assert.equal(await page.locator('#selfcheck-run').isEnabled(), true, 'the self-check can run again');
+  const check = page.locator('#selfcheck-status');
+  assert.equal(await check.getAttribute('data-state'), 'error');
+  assert.match(await check.textContent(), /restarted during the self-check\. Run it again\./);
+  assert.equal(await page.locator('#selfcheck-run').isEnabled(), true, 'it can run again');
   const { state, text } = await modelState(page, TIMEOUT_MS); // the fresh worker loads the model again
   assert.equal(state, 'ready', `page says: ${text}\n${say()}`);
   const result = await translate(page, '안녕하세요.', { timeout: TIMEOUT_MS });
