@@ -3,8 +3,9 @@
 # SIMD (the `relaxed-simd` feature: the CPU engine's int8 products with
 # `i32x4.relaxed_dot_i8x16_i7x16_add`, see src/cpu/matmul.rs), written next to trunk's own as
 # webnmt_relaxed.js + webnmt_relaxed_bg.wasm. web/worker.js loads it where the browser validates
-# relaxed SIMD (current Chromium-based browsers) and the plain simd128 build elsewhere; a browser
-# downloads only the one it runs.
+# relaxed SIMD (current Chromium-based browsers) and the plain simd128 build elsewhere. Where it
+# validates, the service worker caches both, and without WebGPU the worker loads both to time
+# them (README, "Size").
 #
 # Its own target directory: both builds produce `webnmt.wasm`, so in one directory every build
 # would relink the other's (or, worse, find the other's artifact and call it fresh). The first
