@@ -62,7 +62,8 @@ impl Gpu {
     pub fn storage_zeroed(&self, label: &str, len: usize) -> wgpu::Buffer {
         self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some(label),
-            size: (len * 4) as u64,
+            // In u64: on wasm32 a usize product of 4 × len could wrap to a small buffer.
+            size: len as u64 * 4,
             usage: STORAGE,
             mapped_at_creation: false,
         })

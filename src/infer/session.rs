@@ -320,7 +320,7 @@ impl StepModel for Session<'_> {
                     self.pool = pool;
                 },
                 &top,
-                (rows * k * 8) as u64,
+                rows as u64 * k as u64 * 8,
             )
             .await?
         };

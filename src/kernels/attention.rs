@@ -145,7 +145,7 @@ impl Attention {
             ));
         }
         let slots = args.ancestors.as_ref().map(|a| a.slots);
-        let need = |len: usize| (len * 4) as u64;
+        let need = |len: usize| len as u64 * 4;
         let small = args.q.size() < need(l.q_end(s))
             || args.kv.size() < need(l.kv_end(s, slots))
             || args.context.size() < need(s.batch * s.n_queries * s.d_model)

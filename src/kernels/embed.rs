@@ -79,7 +79,8 @@ impl Embed {
                 ),
             ));
         }
-        if args.tokens.size() < (args.rows * 4) as u64 || args.x.size() < (args.rows * d * 4) as u64
+        if args.tokens.size() < args.rows as u64 * 4
+            || args.x.size() < args.rows as u64 * d as u64 * 4
         {
             return Err(GpuError::shape(
                 NAME,

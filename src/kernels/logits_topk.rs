@@ -108,7 +108,7 @@ impl LogitsTopK {
                 ),
             ));
         }
-        let need = |len: usize| (len.max(1) * 4) as u64;
+        let need = |len: usize| len.max(1) as u64 * 4;
         if args.logits.size() < need(args.rows * args.vocab)
             || args.history.size() < need(args.rows * args.history_cap)
             || args.history_len.size() < need(args.rows)

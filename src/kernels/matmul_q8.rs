@@ -164,7 +164,7 @@ impl MatmulQ8 {
         m: usize,
     ) -> Result<(), GpuError> {
         check_shape(m, w.n, w.k)?;
-        let need = |len: usize| (len * 4) as u64;
+        let need = |len: usize| len as u64 * 4;
         if x.size() < need(m * w.k) || y.size() < need(y_offset + m * w.n) {
             return Err(GpuError::shape(
                 NAME,

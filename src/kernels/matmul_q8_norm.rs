@@ -97,7 +97,7 @@ impl MatmulQ8Norm {
                 ),
             ));
         }
-        let need = |len: usize| (len * 4) as u64;
+        let need = |len: usize| len as u64 * 4;
         let small = args.x.size() < need(m * w.k)
             || [args.residual, args.y]
                 .iter()
