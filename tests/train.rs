@@ -313,6 +313,23 @@ fn bad_corpora_stop_with_one_clear_error_line() {
         assert!(!out.status.success());
         assert!(stderr.contains(expect), "{stderr}");
     }
+    // No [dev] files and no dev split: an empty dev set is named, with what to set.
+    let dev_section = format!(
+        "[dev]\nsource = \"{FIXTURES}/de-en/dev.de\"\ntarget = \"{FIXTURES}/de-en/dev.en\"\n"
+    );
+    assert!(text.contains(&dev_section), "the fixture config changed");
+    let no_dev = text
+        .replace(&dev_section, "")
+        .replace("[split]\n", "[split]\ndev = 0\n");
+    std::fs::write(&config, no_dev).expect("config");
+    let out = train_cmd(&config).output().expect("train runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("the dev set is empty: [split] dev is 0")
+            && stderr.contains("set [split] dev"),
+        "{stderr}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -460,6 +477,11 @@ fn two_devices_train_like_one_device_accumulating_their_batches() {
         "{counts}"
     );
     assert_eq!(two.len(), 2, "{two:?}");
+    // eval_every = steps = 4: the last row of each run carries a validation loss to compare.
+    assert!(
+        two[1].2.is_some() && one.last().is_some_and(|r| r.2.is_some()),
+        "{one:?} {two:?}"
+    );
     assert_eq!(
         one.iter().map(|r| r.0).collect::<Vec<_>>(),
         two.iter().map(|r| r.0).collect::<Vec<_>>()
@@ -512,6 +534,7 @@ fn a_gpu_backend_trains_in_f16_mixed_precision_by_default_and_follows_f32() {
     assert!(Bundle::from_dir(&dir.join("auto/bundle")).is_ok());
     let (full, stderr) = run("f32");
     assert!(!stderr.contains("mixed precision"), "{stderr}");
+    assert_eq!(full.iter().map(|r| r.0).collect::<Vec<_>>(), [1, 2, 3]);
     for (h, f) in half.iter().zip(&full) {
         assert!(
             (h.1 - f.1).abs() < 1e-3 * f.1,
@@ -585,10 +608,10 @@ fn a_stopped_run_continues_when_its_flags_allow() {
 }
 
 /// The learning rate is a function of the step and the schedule (`lr_factor`, `warmup_steps`):
-/// `--resume` with another schedule is refused with the run's values, and changes nothing; a
-/// start without `--resume` on the run is refused too.
+/// `--resume` with another schedule is refused with the run's values, and changes nothing, as is
+/// `--resume` with another model; a start without `--resume` on the run is refused too.
 #[test]
-fn a_resume_with_another_schedule_or_a_fresh_start_on_a_run_is_refused() {
+fn a_resume_with_another_schedule_or_model_or_a_fresh_start_on_a_run_is_refused() {
     let (dir, config) = edited_config("schedule", 20, 10, &[]);
     let run = dir.join("run");
     let train = |args: &[&str]| {
@@ -616,6 +639,15 @@ fn a_resume_with_another_schedule_or_a_fresh_start_on_a_run_is_refused() {
             "{stderr}"
         );
     }
+    // Another model is refused before its checkpoint is loaded, naming the run's model.
+    let (ok, stderr) = train(&["--resume", "--preset", "small"]);
+    assert!(!ok, "another model was accepted:\n{stderr}");
+    assert!(
+        stderr.contains("this run's checkpoints hold the model")
+            && stderr.contains("d_model: 32")
+            && stderr.contains("resume with the run's model settings"),
+        "{stderr}"
+    );
     assert_eq!(losses(&run).last().map(|r| r.0), Some(20));
     // The same schedule resumes (this run had reached its step limit).
     let (ok, stderr) = train(&["--resume", "--lr-factor", "1.0"]);

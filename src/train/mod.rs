@@ -173,6 +173,10 @@ pub struct TrainState {
     /// and the step, so a resumed run must keep it. Absent in older checkpoints.
     #[serde(default)]
     pub schedule: Option<schedule::Schedule>,
+    /// The model the checkpoints hold (its dropout may change between invocations). Absent in
+    /// older checkpoints.
+    #[serde(default)]
+    pub model: Option<ModelConfig>,
 }
 
 /// What a finished run reports.
@@ -432,6 +436,18 @@ pub fn train(
                 run_dir.join("bundle").display(),
             )));
         }
+        if let Some(mut theirs) = state.model.clone() {
+            theirs.dropout = config.dropout;
+            if &theirs != config {
+                return Err(TrainError::Options(format!(
+                    "this run's checkpoints hold the model {theirs:?}, not this invocation's \
+                     {config:?}: resume with the run's model settings (--preset, [model], \
+                     --src-vocab, --tgt-vocab), or start another run from its weights \
+                     (--init-from {} and another --run-dir)",
+                    run_dir.join("bundle").display(),
+                )));
+            }
+        }
         model = model
             .try_load_file(dir.join("model.bpk"))
             .map_err(|e| bad(format!("{e:?}")))?;
@@ -440,6 +456,7 @@ pub fn train(
             .map_err(|e| bad(format!("{e:?}")))?;
     }
     state.schedule = Some(schedule);
+    state.model = Some(config.clone());
     if let Some(reason) = state.stopped.clone() {
         let early = reason.starts_with(EARLY_STOPPING);
         // A run stopped by its step or epoch limit goes on when this invocation's limits are

@@ -242,6 +242,19 @@ pub fn prepare_data(config: &RunConfig) -> Result<(Split, Corpus, Corpus), RunEr
     }
     let mut parts = split(corpus, &split_config)?;
     let dev = dev.unwrap_or_else(|| parts.dev.clone());
+    if dev.pairs.is_empty() {
+        // Validation, early stopping and the export's best weights all need a dev set.
+        return Err(RunError::Train(TrainError::Options(match &config.dev {
+            Some(_) => format!(
+                "the [dev] files ({}) hold no pairs; give a dev set",
+                dev.name
+            ),
+            None => "the dev set is empty: [split] dev is 0 (or too small a fraction of the \
+                     corpus) and the config has no [dev] files; set [split] dev (a count such \
+                     as 1000, or a fraction such as 0.01) or add a [dev] section"
+                .to_string(),
+        })));
+    }
     let test = test.unwrap_or_else(|| parts.test.clone());
     crate::data::remove_overlap(&mut parts.train, &[&dev, &test]);
     let mut data_report = format!("{report}\n\n{}\n", parts.report);
@@ -331,7 +344,12 @@ pub fn run(config: &RunConfig, devices: &[Device], resume: bool) -> Result<Train
         None => Err("no per-epoch sampling configured".to_string()),
     };
     let dev_pairs = tokenize(&dev, &src_tok, &tgt_tok)?;
-    let dev_batches = Batcher::new(dev_pairs.clone(), &batch_config, ids)?;
+    let dev_batches = Batcher::new(dev_pairs.clone(), &batch_config, ids).map_err(|e| {
+        RunError::Train(TrainError::Options(format!(
+            "the dev set ({}): {e}",
+            dev.name
+        )))
+    })?;
     eprintln!(
         "model: {} parameters ({} + {} vocabulary); {}",
         model_config.n_params(),
