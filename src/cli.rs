@@ -64,7 +64,8 @@ pub struct SearchArgs {
     /// Beam size (1 = greedy) [default: 8].
     #[arg(long)]
     pub beam: Option<usize>,
-    /// Diverse beam groups; must divide the beam [default: 4, or 1 with --beam 1].
+    /// Diverse beam groups; must divide the beam [default: 4; with a --beam that 4 does not
+    /// divide, 2 or 1: the largest that divides it].
     #[arg(long)]
     pub groups: Option<usize>,
     /// Diversity penalty between groups [default: 0.5].
@@ -112,7 +113,12 @@ impl SearchArgs {
             SearchOptions::default()
         };
         o.beam = self.beam.unwrap_or(o.beam);
-        let default_groups = if self.beam == Some(1) { 1 } else { o.groups };
+        // With a beam the default groups do not divide (`--beam 2`, `--beam 6`), as many groups
+        // as divide both: the user asked for a beam, not for an error about groups.
+        let default_groups = match self.beam {
+            Some(beam) if beam > 0 => gcd(beam, o.groups),
+            _ => o.groups,
+        };
         o.groups = self.groups.unwrap_or(default_groups);
         o.diversity = self.diversity.unwrap_or(o.diversity);
         o.length_penalty = self.length_penalty.unwrap_or(o.length_penalty);
@@ -187,6 +193,10 @@ impl EngineArgs {
     }
 }
 
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::{CliResult, SearchArgs, error_report};
@@ -229,6 +239,22 @@ mod tests {
         };
         assert_eq!(beam1.options().groups, 1);
         assert_eq!(beam1.options().validate(), Ok(()));
+        // A beam the default 4 groups do not divide gets the most groups that do.
+        for (beam, groups) in [(2, 2), (3, 1), (6, 2), (12, 4)] {
+            let options = SearchArgs {
+                beam: Some(beam),
+                ..Default::default()
+            }
+            .options();
+            assert_eq!(options.groups, groups, "--beam {beam}");
+            assert_eq!(options.validate(), Ok(()), "--beam {beam}");
+        }
+        let asked = SearchArgs {
+            beam: Some(2),
+            groups: Some(4),
+            ..Default::default()
+        };
+        assert!(asked.options().validate().is_err(), "groups given are kept");
         let greedy = SearchArgs {
             greedy: true,
             length_penalty: Some(1.0),

@@ -81,7 +81,9 @@ struct Args {
     #[arg(long, default_value_t = 200)]
     document_lines: usize,
     /// Sentences per decoder step in the document rows.
-    #[arg(long, default_value_t = webnmt::translate::DEFAULT_BATCH)]
+    #[arg(long, default_value_t = webnmt::translate::DEFAULT_BATCH,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new()
+              .range(1..=webnmt::translate::MAX_BATCH as u64))]
     batch: usize,
     /// Write every row as JSON here.
     #[arg(long)]
@@ -339,9 +341,22 @@ fn ctranslate2_rows(args: &Args) -> CliResult<Vec<Row>> {
         if !status.success() {
             return Err(format!("scripts/ctranslate2_bench.py failed ({status})").into());
         }
-        let text = std::fs::read_to_string(&out)?;
-        let json: serde_json::Value = serde_json::from_str(&text)?;
-        let runs = json["runs"].as_object().cloned().unwrap_or_default();
+        let script_output = |what: String| {
+            format!(
+                "{} written by scripts/ctranslate2_bench.py: {what}; run the script by hand \
+                 (`{} scripts/ctranslate2_bench.py --help`) to see what went wrong",
+                out.display(),
+                python.display()
+            )
+        };
+        let text = std::fs::read_to_string(&out)
+            .map_err(|e| script_output(format!("cannot read it ({e})")))?;
+        let json: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| script_output(format!("not JSON ({e})")))?;
+        let runs = json["runs"]
+            .as_object()
+            .filter(|runs| !runs.is_empty())
+            .ok_or_else(|| script_output("no \"runs\" in it".to_string()))?;
         let on = if args.ctranslate2_device == "cpu" {
             format!(
                 "CPU, {threads} thread{}",
@@ -350,25 +365,33 @@ fn ctranslate2_rows(args: &Args) -> CliResult<Vec<Row>> {
         } else {
             device.clone()
         };
-        rows.extend(runs.values().map(|r| {
-            let f = |k: &str| r[k].as_f64().unwrap_or(0.0);
-            let beam = f("beam") as usize;
-            Row {
+        for (name, r) in runs {
+            let field = |k: &str| {
+                r[k].as_f64()
+                    .ok_or_else(|| script_output(format!("run {name} has no number \"{k}\"")))
+            };
+            let (beam, sentences, seconds) =
+                (field("beam")?, field("sentences")?, field("total_s")?);
+            let (sentences_per_sec, target_tokens_per_sec) =
+                (field("sentences_per_s")?, field("target_tokens_per_s")?);
+            let (p50_ms, p95_ms) = (field("p50_ms")?, field("p95_ms")?);
+            let beam = beam as usize;
+            rows.push(Row {
                 name: if beam == 1 {
                     format!("CTranslate2 int8 {on}, greedy")
                 } else {
                     format!("CTranslate2 int8 {on}, beam {beam}")
                 },
-                sentences: f("sentences") as usize,
-                seconds: f("total_s"),
-                sentences_per_sec: f("sentences_per_s"),
-                target_tokens_per_sec: f("target_tokens_per_s"),
-                p50_ms: f("p50_ms"),
-                p95_ms: f("p95_ms"),
+                sentences: sentences as usize,
+                seconds,
+                sentences_per_sec,
+                target_tokens_per_sec,
+                p50_ms,
+                p95_ms,
                 peak_rss_mib: r["peak_rss_mib"].as_f64(),
                 ..Default::default()
-            }
-        }));
+            });
+        }
     }
     Ok(rows)
 }
