@@ -288,7 +288,9 @@ fn cpu_engine_translates_text_like_burn() {
                 assert_eq!(texts(a), texts(b), "{}", a.source);
                 let ma = a.attention.as_ref().expect("CPU heatmap");
                 let mb = b.attention.as_ref().expect("burn heatmap");
+                assert_eq!(ma.source_tokens, mb.source_tokens);
                 assert_eq!(ma.target_tokens, mb.target_tokens);
+                assert_eq!(ma.weights.len(), mb.weights.len(), "{}", a.source);
                 for (x, y) in ma.weights.iter().zip(&mb.weights) {
                     assert!((x - y).abs() < 1e-4, "{}: heatmap {x} vs {y}", a.source);
                 }

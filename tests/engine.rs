@@ -1,6 +1,7 @@
 //! The GPU engine against the burn model on the committed tiny fixture model
-//! (`tests/fixtures/tiny`, trained by `train` on the fixture corpus): the same int8 weights,
-//! dequantized into burn on the flex CPU backend. Runs on lavapipe in CI.
+//! (`tests/fixtures/tiny`, trained by `train` on the fixture corpus), and on a random model at
+//! the shipped models' widths: the same int8 weights, dequantized into burn on the flex CPU
+//! backend. Runs on lavapipe in CI.
 #![cfg(feature = "train")]
 
 mod common;
@@ -8,7 +9,8 @@ mod common;
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use common::{assert_batched_equals_alone, search_one};
 use pollster::block_on;
-use webnmt::config::{BOS_ID, EOS_ID};
+use webnmt::config::{BOS_ID, EOS_ID, ModelConfig};
+use webnmt::export::{ExportInfo, export_weights, named_weights};
 use webnmt::gpu::testing::gpu_or_skip;
 use webnmt::infer::Engine;
 use webnmt::model::{BurnEngine, BurnSession, Transformer, greedy_decode};
@@ -48,6 +50,57 @@ fn teacher_forced_logits_match_burn() {
         return;
     };
     let sources = sources(&engine);
+    assert_teacher_forced_matches(&engine, &model, &device, &sources);
+}
+
+/// The kernels at the shipped models' widths, which the tiny model (d_model 32, d_head 16)
+/// does not reach: d_model 256 in 4 heads of 64 and d_ff 1024 (the fused LayerNorm product at
+/// 256, attention at d_head 64, embed at 256), random weights exported to int8 like a
+/// trained model's.
+#[test]
+fn teacher_forced_logits_match_burn_at_the_shipped_width() {
+    let test = "teacher_forced_logits_match_burn_at_the_shipped_width";
+    let Some(gpu) = gpu_or_skip(test) else {
+        return;
+    };
+    let tiny = Bundle::from_dir(std::path::Path::new(TINY)).expect("fixture bundle");
+    let config = ModelConfig {
+        d_model: 256,
+        d_ff: 1024,
+        n_heads: 4,
+        n_enc_layers: 2,
+        n_dec_layers: 2,
+        dropout: 0.0,
+        ..tiny.config().clone()
+    };
+    config.validate().expect("a valid model");
+    let device = Device::flex();
+    let weights = named_weights(&Transformer::new(&config, &device)).expect("weights");
+    let dir = std::env::temp_dir().join(format!("webnmt-engine-wide-{}", std::process::id()));
+    let info = ExportInfo {
+        source_lang: "de".into(),
+        target_lang: "en".into(),
+        metrics: serde_json::Value::Null,
+    };
+    let (src_tok, tgt_tok) = (&tiny.source_tokenizer, &tiny.target_tokenizer);
+    export_weights(&weights, &config, src_tok, tgt_tok, info, &dir).expect("exports");
+    let bundle = Bundle::from_dir(&dir).expect("the export loads");
+    let _ = std::fs::remove_dir_all(&dir);
+    // Both from the int8 bundle: the engine's weights, dequantized into burn.
+    let model = Transformer::from_bundle(&bundle, &device).expect("bundle fits the model");
+    let engine = block_on(Engine::new(gpu, bundle)).expect("engine loads");
+    let sources = sources(&engine);
+    assert_teacher_forced_matches(&engine, &model, &device, &sources);
+}
+
+/// The engine's teacher-forced logits and cross-attention weights against burn's for six
+/// sentences, each with a target prefix of 12 tokens of another sentence.
+fn assert_teacher_forced_matches(
+    engine: &Engine,
+    model: &Transformer,
+    device: &Device,
+    sources: &[Vec<u32>],
+) {
     let batch = &sources[..6];
     let encoded = block_on(engine.encode(batch)).expect("encoder runs");
     let mut worst = 0.0f32;
@@ -58,14 +111,15 @@ fn teacher_forced_logits_match_burn() {
         let (logits, weights) =
             block_on(engine.teacher_forced(&encoded, i, &tgt_in)).expect("decoder runs");
         let ids = |v: &[u32]| v.iter().map(|&t| i64::from(t)).collect::<Vec<_>>();
-        let src_t = Tensor::<2, Int>::from_data(TensorData::new(ids(src), [1, src.len()]), &device);
+        let src_t = Tensor::<2, Int>::from_data(TensorData::new(ids(src), [1, src.len()]), device);
         let tgt_t =
-            Tensor::<2, Int>::from_data(TensorData::new(ids(&tgt_in), [1, tgt_in.len()]), &device);
+            Tensor::<2, Int>::from_data(TensorData::new(ids(&tgt_in), [1, tgt_in.len()]), device);
         let (memory, mask) = model.encode(src_t);
         let (want, want_weights) = model.decode(tgt_t, memory, &mask);
         let want: Vec<f32> = want.try_into_vec_as().expect("logits");
         let want_weights: Vec<f32> = want_weights.try_into_vec_as().expect("weights");
         assert_eq!(logits.len(), want.len());
+        assert_eq!(weights.len(), want_weights.len(), "cross-attention weights");
         for (g, w) in logits.iter().zip(&want) {
             worst = worst.max((g - w).abs() / (1.0 + w.abs()));
         }
@@ -187,6 +241,7 @@ fn both_engines_translate_text_alike() {
                 let (ma, mb) = (ma.expect("engine heatmap"), mb.expect("burn heatmap"));
                 assert_eq!(ma.source_tokens, mb.source_tokens);
                 assert_eq!(ma.target_tokens, mb.target_tokens);
+                assert_eq!(ma.weights.len(), mb.weights.len(), "{}", a.source);
                 for (x, y) in ma.weights.iter().zip(&mb.weights) {
                     assert!(
                         (x - y).abs() < 1e-4,

@@ -22,6 +22,9 @@ fn pooled_dispatches_reuse_uniforms_and_bind_groups() {
         let y = gpu.storage_zeroed("y", 8);
         let mut pool = DispatchPool::default();
         for m in [2usize, 1, 2, 1] {
+            // Zeroed first: a stale uniform (the previous m) would write row 1 when m is 1.
+            gpu.queue
+                .write_buffer(&y, 0, bytemuck::cast_slice(&[0.0f32; 8]));
             gpu.submit("pooled", |e| {
                 gpu.pooled(&mut pool, || {
                     kernel.encode(&gpu, e, &x, &w, &y, m).expect("encodes");
@@ -30,8 +33,8 @@ fn pooled_dispatches_reuse_uniforms_and_bind_groups() {
             .await
             .expect("submits");
             let out = gpu.read_f32(&y).await.expect("reads");
-            // Rows beyond m keep what an earlier, larger m wrote; row 0 is always 4.
-            assert_eq!(out[0], 4.0);
+            let row1 = if m == 2 { 4.0 } else { 0.0 };
+            assert_eq!(out, [[4.0; 4], [row1; 4]].concat(), "m = {m}");
         }
         // One uniform slot; one bind group per pipeline (the rows variant has one per m).
         assert_eq!(pool.uniforms(), 1);

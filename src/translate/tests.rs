@@ -386,16 +386,15 @@ fn heatmaps_average_the_heads_of_the_best_hypothesis() {
     let best = &sentence.hypotheses[0];
     let s = source.len();
     assert_eq!(map.source_tokens.len(), s);
-    // The tokens and EOS, the EOS row only when the hypothesis ended with it.
-    assert!(map.target_tokens.len() <= best.tokens.len() + 1);
+    // The tokens and EOS (the table model's greedy search ends with it), one row each.
+    assert!(!best.tokens.is_empty());
+    assert_eq!(map.target_tokens.len(), best.tokens.len() + 1, "{map:?}");
     assert_eq!(map.weights.len(), map.target_tokens.len() * s);
     for row in map.weights.chunks(s) {
         assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-6, "{row:?}");
         assert!((row[0] - (0.5 + 0.5 / s as f32)).abs() < 1e-6, "{row:?}");
     }
-    if map.target_tokens.len() == best.tokens.len() + 1 {
-        assert_eq!(map.target_tokens.last().map(String::as_str), Some("</s>"));
-    }
+    assert_eq!(map.target_tokens.last().map(String::as_str), Some("</s>"));
 }
 
 #[test]

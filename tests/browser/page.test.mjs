@@ -97,10 +97,14 @@ test('a translation shows the output, n-best list with scores, timings and the h
     return seen.size;
   });
   assert.ok(colours > 10, `the heatmap has cells of several shades (${colours} colours)`);
-  // The second sentence's heatmap replaces the first's.
+  // The second sentence's heatmap replaces the first's, and choosing the first draws it again.
+  const drawn = () => heatmap.evaluate((c) => c.toDataURL());
+  const first = await drawn();
   await page.selectOption('#sentence', '1');
   assert.ok(Number(await heatmap.getAttribute('data-rows')) >= 1);
+  assert.notEqual(await drawn(), first, 'the second sentence has its own heatmap');
   await page.selectOption('#sentence', '0');
+  assert.equal(await drawn(), first, 'the first sentence\'s heatmap again');
   await page.locator('#details-section').scrollIntoViewIfNeeded();
   await screenshot(page, 'heatmap');
 });
