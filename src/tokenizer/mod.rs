@@ -375,8 +375,23 @@ impl Tokenizer {
                 vocab_size: self.vocab_size,
             });
         }
-        // Filter by id rather than trusting the file's `special` flags.
-        let kept: Vec<u32> = ids.iter().copied().filter(|&id| id > EOS_ID).collect();
+        // Filter by id rather than trusting the file's `special` flags. A `<unk>` after a bare
+        // `▁` (an unknown word: "like 😀 pizza") takes that piece with it, or the text would
+        // keep a doubled or leading space.
+        let mut kept: Vec<u32> = Vec::with_capacity(ids.len());
+        for &id in ids {
+            if id == UNK_ID {
+                let bare = |k: &u32| {
+                    let piece = self.inner.id_to_token(*k);
+                    piece.is_some_and(|p| p.chars().eq([WORD_BOUNDARY]))
+                };
+                if kept.last().is_some_and(bare) {
+                    kept.pop();
+                }
+            } else if id > EOS_ID {
+                kept.push(id);
+            }
+        }
         self.inner
             .decode(&kept, true)
             .map_err(|e| TokenizerError::Decode {
@@ -401,9 +416,12 @@ fn is_repeatable(piece: &str) -> bool {
 }
 
 /// Refuses a `tokenizer.json` whose pipeline around the vocabulary (normalizer, pre-tokenizer,
-/// post-processor, decoder) is not the one this module writes, before the `tokenizers` crate
-/// parses it: some of its deserializers panic on malformed parts (found by `fuzz/bundle`), and a
-/// panic would kill the page's worker. Also refuses text that is not JSON.
+/// post-processor, decoder, no truncation or padding, the four special tokens as the only added
+/// tokens, a Unigram model with `<unk>` at 1 and no byte fallback) is not the one this module
+/// writes, before the `tokenizers` crate parses it: some of its deserializers panic on malformed
+/// parts (found by `fuzz/bundle`), its truncation panics on a stride not below the length, and a
+/// panic would kill the page's worker; other settings would encode differently from training.
+/// Also refuses text that is not JSON.
 fn check_pipeline(json: &[u8]) -> Result<(), TokenizerError> {
     static CANONICAL: std::sync::OnceLock<Option<serde_json::Value>> = std::sync::OnceLock::new();
     let invalid = |message: String| TokenizerError::InvalidJson { message };
@@ -420,6 +438,32 @@ fn check_pipeline(json: &[u8]) -> Result<(), TokenizerError> {
         if value.get(part) != canonical.get(part) {
             return Err(invalid(format!(
                 "its {part} is not webnmt's (NFKC, Metaspace ▁, no post-processor)"
+            )));
+        }
+    }
+    for part in ["truncation", "padding"] {
+        if value.get(part) != canonical.get(part) {
+            return Err(invalid(format!("its {part} is not webnmt's (none)")));
+        }
+    }
+    // Only the special tokens, as webnmt writes them (one missing or misplaced is reported
+    // by name when the vocabulary is checked).
+    let written = canonical["added_tokens"].as_array();
+    let added = value.get("added_tokens").and_then(|a| a.as_array());
+    if !added.is_some_and(|added| {
+        added
+            .iter()
+            .all(|token| written.is_some_and(|w| w.contains(token)))
+    }) {
+        return Err(invalid(format!(
+            "its added_tokens is not webnmt's (only {SPECIAL_TOKENS:?}, as special tokens 0-3)"
+        )));
+    }
+    for key in ["type", "unk_id", "byte_fallback"] {
+        if value["model"].get(key) != canonical["model"].get(key) {
+            return Err(invalid(format!(
+                "its model's {key} is not webnmt's (a Unigram model, <unk> at id {UNK_ID}, \
+                 no byte fallback)"
             )));
         }
     }

@@ -71,8 +71,15 @@ fn unknown_characters_become_one_unk_per_run() {
     let t = handmade();
     // "▁" then the unknown run fused into one <unk>, then "▁cat".
     assert_eq!(ids(&t, "😀😀 cat"), [4, UNK_ID, 6]);
-    // Decoding skips <unk> like the other special tokens.
-    assert_eq!(t.decode(&[4, UNK_ID, 6]).ok().as_deref(), Some(" cat"));
+    // Decoding skips <unk> like the other special tokens, and the bare "▁" of its word with
+    // it: no leading or doubled space.
+    assert_eq!(t.decode(&[4, UNK_ID, 6]).ok().as_deref(), Some("cat"));
+    assert_eq!(
+        t.decode(&[5, 4, UNK_ID, 6]).ok().as_deref(),
+        Some("the cat")
+    );
+    // Inside a word the pieces stay.
+    assert_eq!(t.decode(&[6, UNK_ID, 5]).ok().as_deref(), Some("cat the"));
 }
 
 #[test]
@@ -126,6 +133,49 @@ fn invalid_json_is_a_typed_error() {
         match Tokenizer::from_json(bad) {
             Err(TokenizerError::InvalidJson { .. }) => {}
             other => panic!("{bad:?}: expected InvalidJson, got {other:?}"),
+        }
+    }
+}
+
+/// Settings of a `tokenizer.json` that would panic in `encode` (truncation with a stride not
+/// below its length), pad every sentence, split words before the Metaspace, or map unknown
+/// characters to another id are refused when loading, naming the part.
+#[test]
+fn a_tokenizer_json_with_other_settings_is_refused() {
+    let json: serde_json::Value =
+        serde_json::from_str(&handmade().to_json().expect("json")).expect("parses");
+    assert!(Tokenizer::from_json(json.to_string()).is_ok());
+    type Edit = fn(&mut serde_json::Value);
+    let edits: [(&str, Edit); 6] = [
+        ("truncation", |j| {
+            j["truncation"] = serde_json::json!({"direction": "Right", "max_length": 1,
+                "strategy": "LongestFirst", "stride": 1});
+        }),
+        ("padding", |j| {
+            j["padding"] = serde_json::json!({"strategy": {"Fixed": 8}, "direction": "Right",
+                "pad_to_multiple_of": null, "pad_id": 7, "pad_type_id": 0, "pad_token": "x"});
+        }),
+        ("added_tokens", |j| {
+            let mut extra = j["added_tokens"][0].clone();
+            extra["id"] = 5.into();
+            extra["content"] = "the".into();
+            extra["special"] = false.into();
+            j["added_tokens"].as_array_mut().expect("array").push(extra);
+        }),
+        ("unk_id", |j| j["model"]["unk_id"] = 3.into()),
+        ("byte_fallback", |j| {
+            j["model"]["byte_fallback"] = true.into()
+        }),
+        ("type", |j| j["model"]["type"] = "BPE".into()),
+    ];
+    for (part, edit) in edits {
+        let mut bad = json.clone();
+        edit(&mut bad);
+        match Tokenizer::from_json(bad.to_string()) {
+            Err(TokenizerError::InvalidJson { message }) => {
+                assert!(message.contains(part), "{part}: {message}");
+            }
+            other => panic!("{part}: expected InvalidJson, got {other:?}"),
         }
     }
 }
@@ -402,7 +452,8 @@ mod train {
         let t = trained();
         let got = ids(&t, "the 😀 cat");
         assert!(got.contains(&UNK_ID), "{got:?}");
-        assert_eq!(t.decode(&got).ok().as_deref(), Some("the  cat"));
+        // The unknown word leaves no doubled space.
+        assert_eq!(t.decode(&got).ok().as_deref(), Some("the cat"));
     }
 
     #[test]
