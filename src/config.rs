@@ -18,6 +18,9 @@ pub const MAX_LAYERS: usize = 64;
 /// The widest `d_model`: the GPU engine's fused output projection and LayerNorm normalises a
 /// row in one workgroup of `d_model / 4` invocations (`kernels::matmul_q8_norm::N_MAX`).
 pub const MAX_D_MODEL: usize = 1024;
+/// The widest `d_ff`: the int8 products sum `k` products of at most 127² in an `i32`, exact up
+/// to k = 133,144; the FFN's second product has k = d_ff (the presets use 4 · d_model).
+pub const MAX_D_FF: usize = 65_536;
 
 /// Why a configuration cannot describe a model.
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -169,6 +172,7 @@ impl ModelConfig {
         at_most("n_enc_layers", self.n_enc_layers, MAX_LAYERS)?;
         at_most("n_dec_layers", self.n_dec_layers, MAX_LAYERS)?;
         at_most("d_model", self.d_model, MAX_D_MODEL)?;
+        at_most("d_ff", self.d_ff, MAX_D_FF)?;
         for (name, value) in [("d_model", self.d_model), ("d_ff", self.d_ff)] {
             if !value.is_multiple_of(4) {
                 return Err(ConfigError::NotMultipleOf4 { name, value });
@@ -317,6 +321,13 @@ mod tests {
                 },
                 "d_model",
             ),
+            (
+                ModelConfig {
+                    d_ff: MAX_D_FF + 4,
+                    ..tiny.clone()
+                },
+                "d_ff",
+            ),
         ] {
             assert!(
                 matches!(config.validate(), Err(ConfigError::TooLarge { name: n, .. }) if n == name),
@@ -328,6 +339,7 @@ mod tests {
             n_enc_layers: MAX_LAYERS,
             d_model: MAX_D_MODEL,
             n_heads: MAX_D_MODEL / 128,
+            d_ff: MAX_D_FF,
             ..tiny.clone()
         };
         assert_eq!(at_limit.validate(), Ok(()));

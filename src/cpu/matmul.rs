@@ -64,10 +64,13 @@ pub struct Q8Linear {
 
 impl Q8Linear {
     /// The bundle's packed matrix (four int8 values per little-endian `u32`) with `bias`
-    /// (`[n]`; an empty slice means no bias).
+    /// (`[n]`; an empty slice means no bias). Weights must be in −127..=127, as quantizing
+    /// gives and `Bundle` checks: the AVX2 and wasm 7-bit kernels negate them, and −128 has no
+    /// negation in `i8`.
     pub fn new(m: &QuantizedMatrix, bias: &[f32]) -> Self {
         let bytes = m.packed.iter().flat_map(|word| word.to_le_bytes());
         let w = Aligned::from_bytes(bytes, m.packed.len() * 4);
+        debug_assert!(!w.contains(&i8::MIN), "an int8 weight of -128");
         let sums = w_sums(&w, m.k);
         Self {
             n: m.n,
