@@ -135,8 +135,18 @@ pub enum TrainError {
     Checkpoint { path: PathBuf, message: String },
     #[error("cannot write a checkpoint under the run's checkpoints/ folder: {0}")]
     CheckpointIo(#[from] std::io::Error),
-    #[error("the training loss became {0} (not a number); lower lr_factor or raise warmup_steps")]
+    #[error(
+        "the training loss became {0} (not a number); lower lr_factor or raise warmup_steps (a \
+         run keeps its schedule: start another run, from scratch or with --init-from on an \
+         earlier export, with another --run-dir)"
+    )]
     Diverged(f32),
+    #[error(
+        "the gradients of step {step} are not finite (norm {norm}); the step was not applied and \
+         the checkpoints hold the weights before it. Lower lr_factor or raise warmup_steps (in \
+         another run: --init-from an export of this one, another --run-dir), or lower clip_norm"
+    )]
+    NonFiniteGradients { step: usize, norm: f64 },
     #[error(
         "training failed on device {0}; check that the device works (or leave it out of --devices)"
     )]
@@ -582,7 +592,16 @@ pub fn train(
             let mut grads = accumulator.grads();
             let norm =
                 clip::unscale_and_clip(&model, &mut grads, loss_scale.scale, options.clip_norm);
-            if !loss_scale.update(norm, half == Some(FloatDType::F16)) {
+            let dynamic = half == Some(FloatDType::F16);
+            // Applied, such gradients would write NaN weights into the next checkpoint. A
+            // dynamic (f16) scale retries with half the scale, down to 1, then gives up too.
+            if !norm.is_finite() && (!dynamic || loss_scale.scale <= 1.0) {
+                return Err(TrainError::NonFiniteGradients {
+                    step: state.step + 1,
+                    norm,
+                });
+            }
+            if !loss_scale.update(norm, dynamic) {
                 state.skipped_steps += 1;
                 state.loss_scale = Some(loss_scale);
                 bar.suspend(|| {

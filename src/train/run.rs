@@ -420,6 +420,14 @@ fn export(
                 reason: e.to_string(),
             })?;
         let newest = &list[list.len().saturating_sub(n)..];
+        if newest.len() < n {
+            eprintln!(
+                "note: the export averages {} checkpoint{}, fewer than average_checkpoints = {n} \
+                 (keep_checkpoints or the run's length allows no more)",
+                newest.len(),
+                if newest.len() == 1 { "" } else { "s" }
+            );
+        }
         let models = newest
             .iter()
             .map(|(_, d)| load(d.join("model.bpk")))
