@@ -26,6 +26,7 @@ const ui = {
   progressText: $('progress-text'),
   modelStatus: $('model-status'),
   modelInfo: $('model-info'),
+  modelQuality: $('model-quality'),
   retry: $('retry'),
   source: $('source'),
   translate: $('translate'),
@@ -319,7 +320,10 @@ function loadModel(id) {
   ui.progress.max = 100;
   ui.progressText.textContent = 'Starting…';
   ui.modelInfo.textContent = '';
-  const name = state.models.find((m) => m.id === id)?.name ?? id;
+  const entry = state.models.find((m) => m.id === id);
+  const name = entry?.name ?? id;
+  ui.modelQuality.textContent = entry?.quality ?? '';
+  ui.modelQuality.hidden = !entry?.quality;
   setStatus(ui.modelStatus, 'loading', `Loading ${name}…`);
   state.worker.postMessage({ type: 'load', model: id, engine: state.engine });
 }

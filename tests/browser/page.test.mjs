@@ -36,6 +36,8 @@ test('the default model downloads with the progress bar reaching 100% and become
   assert.equal(await page.locator('#model').inputValue(), 'ko-en', 'ko→en is the default model');
   const models = await page.locator('#model option').allTextContents();
   assert.deepEqual(models, ['Korean → English', 'German → English'], 'the picker lists models/index.json');
+  // What to expect of the model, from models/index.json, with its test score.
+  assert.match(await page.locator('#model-quality').textContent(), /^An early model: on news it scores \d+\.\d BLEU/);
   const { state, text } = await modelState(page, TIMEOUT_MS);
   const readyS = ((Date.now() - opened) / 1000).toFixed(1);
   assert.equal(state, 'ready', `page says: ${text}\n${say()}`);
