@@ -3,7 +3,8 @@
 //! A checkpoint is written into `step-NNNNNNNN.partial/`, every file is synced, and only then is
 //! the directory renamed to `step-NNNNNNNN/` (a rename is atomic) and the parent synced. So a
 //! process killed at any moment leaves either a complete checkpoint or a `.partial` directory
-//! that is ignored and removed on the next start. After each save only the newest `keep`
+//! that is ignored and removed on the next start (a step saved again replaces its old directory
+//! the same way: moved aside to a `.partial` name first). After each save only the newest `keep`
 //! complete checkpoints remain, so the disk holds at most `keep + 1` (the one being written).
 
 use std::fs;
@@ -87,11 +88,21 @@ impl Checkpoints {
             fs::File::open(entry?.path())?.sync_all()?;
         }
         sync_dir(&partial)?;
+        // The same step saved again (a stopped run resumed with nothing left to train): the
+        // old one is moved out of the list in one rename, not deleted in place, so a kill in
+        // between never leaves a half-deleted checkpoint that the list takes for complete.
+        let replaced = self.dir.join(format!("{name}.replaced{PARTIAL}"));
         if done.exists() {
-            fs::remove_dir_all(&done)?;
+            if replaced.exists() {
+                fs::remove_dir_all(&replaced)?;
+            }
+            fs::rename(&done, &replaced)?;
         }
         fs::rename(&partial, &done)?;
         sync_dir(&self.dir)?;
+        if replaced.exists() {
+            fs::remove_dir_all(&replaced)?;
+        }
         let all = self.list()?;
         for (_, old) in all.iter().take(all.len().saturating_sub(self.keep)) {
             fs::remove_dir_all(old)?;
@@ -157,6 +168,32 @@ mod tests {
         let ckpts = Checkpoints::open(&dir, 2).expect("reopen");
         assert!(!dir.join("step-00000040.partial").exists());
         assert_eq!(ckpts.list().expect("list").len(), 2);
+        fs::remove_dir_all(&dir).expect("cleanup");
+    }
+
+    /// The same step saved again replaces it whole; the replaced copy, moved aside first, is
+    /// not a checkpoint while it exists (a kill there leaves the older ones to resume from).
+    #[test]
+    fn a_step_saved_again_replaces_the_old_one_whole() {
+        let dir = scratch("again");
+        let ckpts = Checkpoints::open(&dir, 3).expect("dir");
+        for (step, text) in [(10, "a"), (20, "b"), (20, "c")] {
+            ckpts
+                .save::<io::Error>(step, |d| fs::write(d.join("state.json"), text))
+                .expect("save");
+        }
+        let list = ckpts.list().expect("list");
+        assert_eq!(list.iter().map(|c| c.0).collect::<Vec<_>>(), [10, 20]);
+        let state = fs::read_to_string(list[1].1.join("state.json")).expect("state");
+        assert_eq!(state, "c");
+        assert!(!dir.join("step-00000020.replaced.partial").exists());
+        // Moved aside but not yet removed (a kill between the renames): not listed.
+        fs::rename(
+            dir.join("step-00000020"),
+            dir.join("step-00000020.replaced.partial"),
+        )
+        .expect("rename");
+        assert_eq!(ckpts.latest().expect("latest").map(|c| c.0), Some(10));
         fs::remove_dir_all(&dir).expect("cleanup");
     }
 
