@@ -390,7 +390,10 @@ fn f32s(bytes: &[u8]) -> Vec<f32> {
 }
 
 /// Writes a bundle into `dir`: `weights` maps every name of [`tensor_specs`] to its f32 values
-/// (matrices `[n, k]` in the PyTorch orientation); matrices are quantized to int8 here.
+/// (matrices `[n, k]` in the PyTorch orientation); matrices are quantized to int8 here. The
+/// files are written into `DIR.partial` and the folder then replaces `dir` whole, so a process
+/// killed meanwhile never leaves a bundle whose files and manifest disagree (at worst `dir` is
+/// missing and `DIR.replaced` holds the old bundle).
 #[cfg(not(target_arch = "wasm32"))]
 pub fn write_bundle(
     dir: &std::path::Path,
@@ -449,15 +452,27 @@ pub fn write_bundle(
         .collect::<Result<_, _>>()?;
     let weights_bytes =
         safetensors::serialize(views, None).map_err(|e| BundleError::Safetensors(e.to_string()))?;
-    std::fs::create_dir_all(dir).map_err(|e| write_err(dir, &e))?;
+    let name = dir
+        .file_name()
+        .ok_or_else(|| write_err(dir, &"not a folder name"))?
+        .to_string_lossy()
+        .into_owned();
+    let sibling = |suffix: &str| dir.with_file_name(format!("{name}.{suffix}"));
+    let (staging, replaced) = (sibling("partial"), sibling("replaced"));
+    let remove = |path: &std::path::Path| match std::fs::remove_dir_all(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(write_err(path, &e)),
+        _ => Ok(()),
+    };
+    remove(&staging)?;
+    std::fs::create_dir_all(&staging).map_err(|e| write_err(&staging, &e))?;
     manifest.files.clear();
     for (name, bytes) in [
         (WEIGHTS, weights_bytes.as_slice()),
         (SOURCE_TOKENIZER, source_tokenizer.as_bytes()),
         (TARGET_TOKENIZER, target_tokenizer.as_bytes()),
     ] {
-        let path = dir.join(name);
-        std::fs::write(&path, bytes).map_err(|e| write_err(&path, &e))?;
+        let path = staging.join(name);
+        write_synced(&path, bytes).map_err(|e| write_err(&path, &e))?;
         manifest.files.insert(
             name.to_string(),
             FileEntry {
@@ -469,9 +484,24 @@ pub fn write_bundle(
     manifest.format = FORMAT_NAME.to_string();
     manifest.format_version = FORMAT_VERSION;
     let json = serde_json::to_vec_pretty(&manifest).map_err(|e| write_err(dir, &e))?;
-    let path = dir.join(MANIFEST);
-    std::fs::write(&path, json).map_err(|e| write_err(&path, &e))?;
+    let path = staging.join(MANIFEST);
+    write_synced(&path, &json).map_err(|e| write_err(&path, &e))?;
+    if dir.exists() {
+        remove(&replaced)?;
+        std::fs::rename(dir, &replaced).map_err(|e| write_err(dir, &e))?;
+    }
+    std::fs::rename(&staging, dir).map_err(|e| write_err(dir, &e))?;
+    remove(&replaced)?;
     Ok(manifest)
+}
+
+/// Writes `bytes` to `path` and syncs it to disk.
+#[cfg(not(target_arch = "wasm32"))]
+fn write_synced(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut file = std::fs::File::create(path)?;
+    file.write_all(bytes)?;
+    file.sync_all()
 }
 
 #[cfg(test)]
@@ -578,6 +608,42 @@ mod tests {
             .expect("vector");
         assert_eq!(gamma.len(), 32);
         assert_eq!(gamma[1], (7.0 - 6.0) / 10.0);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Writing again over a bundle (and over a killed export's leftover `.partial`) replaces
+    /// the folder whole and leaves nothing beside it.
+    #[test]
+    fn a_bundle_written_again_replaces_the_folder_whole() {
+        let dir = write_tiny("again");
+        let leftover = dir.with_file_name(format!(
+            "{}.partial",
+            dir.file_name().expect("name").to_string_lossy()
+        ));
+        std::fs::create_dir_all(&leftover).expect("leftover");
+        std::fs::write(leftover.join("model.safetensors"), b"half").expect("half");
+        std::fs::write(dir.join("stale.txt"), b"from before").expect("stale");
+        let mut weights = tiny_weights(&tiny_config());
+        weights
+            .get_mut("encoder.layers.0.norm2.gamma")
+            .expect("gamma")[1] = 2.5;
+        write_bundle(
+            &dir,
+            tiny_manifest(),
+            &weights,
+            &tokenizer(6),
+            &tokenizer(8),
+        )
+        .expect("written again");
+        let bundle = Bundle::from_dir(&dir).expect("valid bundle");
+        let gamma = bundle
+            .vector("encoder.layers.0.norm2.gamma")
+            .expect("gamma");
+        assert_eq!(gamma[1], 2.5);
+        assert!(!dir.join("stale.txt").exists());
+        assert!(!leftover.exists());
+        let replaced = leftover.with_extension("replaced");
+        assert!(!replaced.exists(), "{}", replaced.display());
         let _ = std::fs::remove_dir_all(&dir);
     }
 
