@@ -547,19 +547,20 @@ mod tests {
         }
     }
 
+    /// `weights` as a bundle of the tiny preset in `dir`.
+    fn write_tiny_weights(
+        dir: &Path,
+        weights: &BTreeMap<String, Vec<f32>>,
+    ) -> Result<Manifest, BundleError> {
+        write_bundle(dir, tiny_manifest(), weights, &tokenizer(6), &tokenizer(8))
+    }
+
     /// A valid bundle of the tiny preset with deterministic weights, in a fresh directory.
     fn write_tiny(name: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("webnmt-bundle-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let weights = tiny_weights(&tiny_config());
-        write_bundle(
-            &dir,
-            tiny_manifest(),
-            &weights,
-            &tokenizer(6),
-            &tokenizer(8),
-        )
-        .expect("written");
+        write_tiny_weights(&dir, &weights).expect("written");
         dir
     }
 
@@ -569,14 +570,7 @@ mod tests {
         let mut weights = tiny_weights(&tiny_config());
         let name = "decoder.layers.1.ffn.linear2.weight";
         weights.get_mut(name).expect("a matrix")[3] = f32::NAN;
-        let err = write_bundle(
-            &dir,
-            tiny_manifest(),
-            &weights,
-            &tokenizer(6),
-            &tokenizer(8),
-        )
-        .expect_err("NaN cannot be quantized");
+        let err = write_tiny_weights(&dir, &weights).expect_err("NaN cannot be quantized");
         assert!(
             matches!(err, BundleError::Quantize { name: ref n, .. } if n == name),
             "{err}"
@@ -627,14 +621,7 @@ mod tests {
         weights
             .get_mut("encoder.layers.0.norm2.gamma")
             .expect("gamma")[1] = 2.5;
-        write_bundle(
-            &dir,
-            tiny_manifest(),
-            &weights,
-            &tokenizer(6),
-            &tokenizer(8),
-        )
-        .expect("written again");
+        write_tiny_weights(&dir, &weights).expect("written again");
         let bundle = Bundle::from_dir(&dir).expect("valid bundle");
         let gamma = bundle
             .vector("encoder.layers.0.norm2.gamma")
