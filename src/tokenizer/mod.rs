@@ -375,17 +375,27 @@ impl Tokenizer {
                 vocab_size: self.vocab_size,
             });
         }
-        // Filter by id rather than trusting the file's `special` flags. A `<unk>` after a bare
-        // `▁` (an unknown word: "like 😀 pizza") takes that piece with it, or the text would
-        // keep a doubled or leading space.
+        // Filter by id rather than trusting the file's `special` flags. An unknown word (a
+        // bare `▁`, then `<unk>`, then the next word or the end: "like 😀 pizza") leaves its
+        // `▁` out too, or the text would keep a doubled or leading space; an unknown start of a
+        // word ("😀s") keeps it.
+        let boundary = |id: u32| {
+            let piece = self.inner.id_to_token(id);
+            piece.is_some_and(|p| p.starts_with(WORD_BOUNDARY))
+        };
         let mut kept: Vec<u32> = Vec::with_capacity(ids.len());
-        for &id in ids {
+        for (i, &id) in ids.iter().enumerate() {
             if id == UNK_ID {
+                let word_ends = match ids.get(i + 1) {
+                    None => true,
+                    Some(&UNK_ID) => false, // decided at the last <unk> of the run
+                    Some(&next) => next <= EOS_ID || boundary(next),
+                };
                 let bare = |k: &u32| {
                     let piece = self.inner.id_to_token(*k);
                     piece.is_some_and(|p| p.chars().eq([WORD_BOUNDARY]))
                 };
-                if kept.last().is_some_and(bare) {
+                if word_ends && kept.last().is_some_and(bare) {
                     kept.pop();
                 }
             } else if id > EOS_ID {

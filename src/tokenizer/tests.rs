@@ -78,8 +78,17 @@ fn unknown_characters_become_one_unk_per_run() {
         t.decode(&[5, 4, UNK_ID, 6]).ok().as_deref(),
         Some("the cat")
     );
-    // Inside a word the pieces stay.
+    assert_eq!(
+        t.decode(&[5, 4, UNK_ID, UNK_ID]).ok().as_deref(),
+        Some("the")
+    );
+    // Inside a word the pieces stay, and a word that starts with an unknown keeps its space.
     assert_eq!(t.decode(&[6, UNK_ID, 5]).ok().as_deref(), Some("cat the"));
+    assert_eq!(ids(&t, "the 😀s cat"), [5, 4, UNK_ID, 13, 6]);
+    assert_eq!(
+        t.decode(&[5, 4, UNK_ID, 13, 6]).ok().as_deref(),
+        Some("the s cat")
+    );
 }
 
 #[test]
