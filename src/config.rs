@@ -18,8 +18,9 @@ pub const MAX_LAYERS: usize = 64;
 /// The widest `d_model`: the GPU engine's fused output projection and LayerNorm normalises a
 /// row in one workgroup of `d_model / 4` invocations (`kernels::matmul_q8_norm::N_MAX`).
 pub const MAX_D_MODEL: usize = 1024;
-/// The widest `d_ff`: the int8 products sum `k` products of at most 127² in an `i32`, exact up
-/// to k = 133,144; the FFN's second product has k = d_ff (the presets use 4 · d_model).
+/// The widest `d_ff`, the FFN's second product's `k` (the presets use 4 · d_model). The CPU
+/// engine's int8 sums stay in an `i32`: at most 127² · k exactly (k up to 133,144), and at most
+/// 255 · 127 · k in the kernels that add 128 to x (AVX-512 VNNI: k up to 66,311).
 pub const MAX_D_FF: usize = 65_536;
 
 /// Why a configuration cannot describe a model.

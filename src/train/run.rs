@@ -243,17 +243,14 @@ pub fn prepare_data(config: &RunConfig) -> Result<(Split, Corpus, Corpus), RunEr
     let mut parts = split(corpus, &split_config)?;
     let dev = dev.unwrap_or_else(|| parts.dev.clone());
     if dev.pairs.is_empty() {
-        // Validation, early stopping and the export's best weights all need a dev set.
-        return Err(RunError::Train(TrainError::Options(match &config.dev {
-            Some(_) => format!(
-                "the [dev] files ({}) hold no pairs; give a dev set",
-                dev.name
-            ),
-            None => "the dev set is empty: [split] dev is 0 (or too small a fraction of the \
-                     corpus) and the config has no [dev] files; set [split] dev (a count such \
-                     as 1000, or a fraction such as 0.01) or add a [dev] section"
+        // Validation, early stopping and the export's best weights all need a dev set. (Given
+        // [dev] files are never empty: reading refuses files without lines.)
+        return Err(RunError::Train(TrainError::Options(
+            "the dev set is empty: [split] dev is 0 (or too small a fraction of the corpus) and \
+             the config has no [dev] files; set [split] dev (a count such as 1000, or a \
+             fraction such as 0.01) or add a [dev] section"
                 .to_string(),
-        })));
+        )));
     }
     let test = test.unwrap_or_else(|| parts.test.clone());
     crate::data::remove_overlap(&mut parts.train, &[&dev, &test]);
@@ -420,7 +417,7 @@ fn export(
                 reason: e.to_string(),
             })?;
         let newest = &list[list.len().saturating_sub(n)..];
-        if newest.len() < n {
+        if !newest.is_empty() && newest.len() < n {
             eprintln!(
                 "note: the export averages {} checkpoint{}, fewer than average_checkpoints = {n} \
                  (keep_checkpoints or the run's length allows no more)",
