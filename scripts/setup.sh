@@ -30,7 +30,8 @@ apt_install() { # packages not yet installed are installed
   local missing=() SUDO=""
   for p in "$@"; do
     # `dpkg -s` also succeeds for a removed package whose configuration files are left.
-    [ "$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null)" = installed ] || missing+=("$p")
+    # One line per installed architecture (a multi-arch package has several).
+    dpkg-query -W -f='${db:Status-Status}\n' "$p" 2>/dev/null | grep -x installed >/dev/null || missing+=("$p")
   done
   [ ${#missing[@]} -eq 0 ] && return 0
   command -v apt-get >/dev/null || die "missing ${missing[*]} and no apt-get: install them with your package manager"
@@ -56,7 +57,7 @@ fi
 # --- The wasm32 target: rustup first, Debian's rustc-web with build-std as the fallback.
 mkdir -p target
 env_file=target/toolchain.env
-# grep without -q reads all of rustup's output (with -q, rustup can fail writing to the closed pipe).
+# grep without -q reads all of rustup's output (with -q, rustup can fail writing to a closed pipe).
 if rustup target list --installed 2>/dev/null | grep -x wasm32-unknown-unknown >/dev/null; then
   echo "WASM_ENV=()" > "$env_file"
 elif command -v rustup >/dev/null && rustup target add wasm32-unknown-unknown; then
@@ -75,7 +76,7 @@ if [ "$(wasm-bindgen --version 2>/dev/null | awk '{print $2}')" != "$WASM_BINDGE
   log "cargo install wasm-bindgen-cli $WASM_BINDGEN_VERSION (about 3 minutes)"
   # Not --locked: its lock file names a crate version the registry mirror lacks.
   cargo install -q wasm-bindgen-cli --version "$WASM_BINDGEN_VERSION" --force
-  found=$(wasm-bindgen --version 2>/dev/null | awk '{print $2}')
+  found=$(wasm-bindgen --version 2>/dev/null | awk '{print $2}' || true)
   [ "$found" = "$WASM_BINDGEN_VERSION" ] || die "the wasm-bindgen first on PATH ($(command -v wasm-bindgen)) is ${found:-not runnable}, not $WASM_BINDGEN_VERSION: remove it or put ${CARGO_HOME:-$HOME/.cargo}/bin first in PATH"
 fi
 
@@ -83,7 +84,7 @@ fi
 if [ "$(trunk --version 2>/dev/null | awk '{print $2}')" != "$TRUNK_VERSION" ]; then
   log "cargo install trunk $TRUNK_VERSION (about 13 minutes on 2 cores)"
   cargo install -q trunk --version "$TRUNK_VERSION" --locked --ignore-rust-version --force
-  found=$(trunk --version 2>/dev/null | awk '{print $2}')
+  found=$(trunk --version 2>/dev/null | awk '{print $2}' || true)
   [ "$found" = "$TRUNK_VERSION" ] || die "the trunk first on PATH ($(command -v trunk)) is ${found:-not runnable}, not $TRUNK_VERSION: remove it or put ${CARGO_HOME:-$HOME/.cargo}/bin first in PATH"
 fi
 
@@ -92,8 +93,10 @@ fi
 if [ "$mode" = test ] && ! cmp -s tests/package-lock.json tests/node_modules/.installed-lock.json; then
   # playwright-core needs Node 20 or later (Debian 12's own nodejs is 18).
   node_major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || true)
-  { [ -n "$node_major" ] && [ "$node_major" -ge 20 ] && command -v npm >/dev/null; } ||
-    die "the browser tests need Node.js 20 or later with npm (found: ${node_major:+Node $node_major}${node_major:-no node}); install it, then run this again"
+  found=${node_major:+Node $node_major}
+  [ -n "$node_major" ] && [ "$node_major" -ge 20 ] ||
+    die "the browser tests need Node.js 20 or later (found: ${found:-no node}); install it, then run this again"
+  command -v npm >/dev/null || die "the browser tests need npm beside Node.js $node_major; install it, then run this again"
   log "npm ci in tests/"
   (cd tests && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error)
   cp tests/package-lock.json tests/node_modules/.installed-lock.json
