@@ -201,6 +201,14 @@ impl ModelConfig {
         Ok(())
     }
 
+    /// Whether `other` is the same model, dropout aside (a training setting, not a size).
+    pub fn same_model(&self, other: &ModelConfig) -> bool {
+        ModelConfig {
+            dropout: self.dropout,
+            ..other.clone()
+        } == *self
+    }
+
     /// Number of trainable parameters (the tied output projection counted once).
     pub fn n_params(&self) -> usize {
         let d = self.d_model;

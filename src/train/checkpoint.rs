@@ -88,21 +88,10 @@ impl Checkpoints {
             fs::File::open(entry?.path())?.sync_all()?;
         }
         sync_dir(&partial)?;
-        // The same step saved again (a stopped run resumed with nothing left to train): the
-        // old one is moved out of the list in one rename, not deleted in place, so a kill in
-        // between never leaves a half-deleted checkpoint that the list takes for complete.
+        // The same step saved again (a stopped run resumed with nothing left to train) moves
+        // the old one aside under a name the list ignores: never a half-deleted checkpoint.
         let replaced = self.dir.join(format!("{name}.replaced{PARTIAL}"));
-        if done.exists() {
-            if replaced.exists() {
-                fs::remove_dir_all(&replaced)?;
-            }
-            fs::rename(&done, &replaced)?;
-        }
-        fs::rename(&partial, &done)?;
-        sync_dir(&self.dir)?;
-        if replaced.exists() {
-            fs::remove_dir_all(&replaced)?;
-        }
+        crate::weights::replace_dir(&partial, &done, &replaced)?;
         let all = self.list()?;
         for (_, old) in all.iter().take(all.len().saturating_sub(self.keep)) {
             fs::remove_dir_all(old)?;

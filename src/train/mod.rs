@@ -413,9 +413,8 @@ pub fn train(
             TrainError::Options(format!("--init-from {}: {message}", dir.display()))
         };
         let bundle = crate::weights::Bundle::from_dir(dir).map_err(|e| bad(e.to_string()))?;
-        let mut theirs = bundle.config().clone();
-        theirs.dropout = config.dropout;
-        if &theirs != config {
+        let theirs = bundle.config();
+        if !config.same_model(theirs) {
             return Err(bad(format!(
                 "its model {theirs:?} differs from this run's {config:?}"
             )));
@@ -446,17 +445,14 @@ pub fn train(
                 run_dir.join("bundle").display(),
             )));
         }
-        if let Some(mut theirs) = state.model.clone() {
-            theirs.dropout = config.dropout;
-            if &theirs != config {
-                return Err(TrainError::Options(format!(
-                    "this run's checkpoints hold the model {theirs:?}, not this invocation's \
-                     {config:?}: resume with the run's model settings (--preset, [model], \
-                     --src-vocab, --tgt-vocab), or start another run from its weights \
-                     (--init-from {} and another --run-dir)",
-                    run_dir.join("bundle").display(),
-                )));
-            }
+        if let Some(theirs) = state.model.as_ref().filter(|m| !config.same_model(m)) {
+            return Err(TrainError::Options(format!(
+                "this run's checkpoints hold the model {theirs:?}, not this invocation's \
+                 {config:?}: resume with the run's model settings (--preset, [model], \
+                 --src-vocab, --tgt-vocab), or start another run from its weights \
+                 (--init-from {} and another --run-dir)",
+                run_dir.join("bundle").display(),
+            )));
         }
         model = model
             .try_load_file(dir.join("model.bpk"))

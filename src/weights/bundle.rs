@@ -486,13 +486,36 @@ pub fn write_bundle(
     let json = serde_json::to_vec_pretty(&manifest).map_err(|e| write_err(dir, &e))?;
     let path = staging.join(MANIFEST);
     write_synced(&path, &json).map_err(|e| write_err(&path, &e))?;
-    if dir.exists() {
-        remove(&replaced)?;
-        std::fs::rename(dir, &replaced).map_err(|e| write_err(dir, &e))?;
-    }
-    std::fs::rename(&staging, dir).map_err(|e| write_err(dir, &e))?;
-    remove(&replaced)?;
+    replace_dir(&staging, dir, &replaced).map_err(|e| write_err(dir, &e))?;
     Ok(manifest)
+}
+
+/// Puts the complete folder `staging` in the place of `dir`: an existing `dir` is first moved
+/// to `aside` in one rename (never deleted in place), then `staging` is renamed to `dir`, then
+/// `aside` is removed. A process killed at any point leaves `dir` whole, old or new, or missing
+/// with the old one at `aside`. (Bundles, and checkpoints saved again for the same step.)
+#[cfg(not(target_arch = "wasm32"))]
+pub fn replace_dir(
+    staging: &std::path::Path,
+    dir: &std::path::Path,
+    aside: &std::path::Path,
+) -> std::io::Result<()> {
+    let remove = |path: &std::path::Path| match std::fs::remove_dir_all(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    };
+    if dir.exists() {
+        remove(aside)?;
+        std::fs::rename(dir, aside)?;
+    }
+    std::fs::rename(staging, dir)?;
+    if let Some(parent) = dir.parent()
+        && let Ok(parent) = std::fs::File::open(parent)
+    {
+        // Makes the renames durable where directories can be opened.
+        let _ = parent.sync_all();
+    }
+    remove(aside)
 }
 
 /// Writes `bytes` to `path` and syncs it to disk.

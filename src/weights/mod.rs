@@ -16,10 +16,10 @@ mod bundle;
 pub mod names;
 mod quant;
 
-#[cfg(not(target_arch = "wasm32"))]
-pub use bundle::write_bundle;
 pub use bundle::{
     Bundle, BundleError, FORMAT_VERSION, FileEntry, MANIFEST, Manifest, SOURCE_TOKENIZER,
     TARGET_TOKENIZER, TensorSpec, WEIGHTS, tensor_specs,
 };
+#[cfg(not(target_arch = "wasm32"))]
+pub use bundle::{replace_dir, write_bundle};
 pub use quant::{QuantError, QuantizedMatrix};
