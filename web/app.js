@@ -28,6 +28,8 @@ const ui = {
   modelInfo: $('model-info'),
   modelQuality: $('model-quality'),
   retry: $('retry'),
+  update: $('update'),
+  updateReload: $('update-reload'),
   source: $('source'),
   translate: $('translate'),
   translateStatus: $('translate-status'),
@@ -94,6 +96,7 @@ const state = {
   engineLabel: null, // [name, value] of the engine in the timings line
   ready: false,
   restarts: 0, // worker restarts after a panic or a GPU failure (at most one)
+  dead: false, // the engine stopped twice: nothing more is sent; the page must be reloaded
   nextId: 1,
   pending: null, // the translation request in flight: { id, text, options, retried }
   result: null,
@@ -131,7 +134,7 @@ function describeError(error) {
     case 'bundle':
       return `The model files are not usable: ${error.message}.`;
     case 'gpu':
-      return `The GPU failed: ${error.message}.`;
+      return `The GPU failed: ${error.message}. Try again, or pick CPU under Engine above to translate without the GPU.`;
     case 'options':
       return `These decoding options cannot be used: ${error.message}.`;
     default:
@@ -211,9 +214,15 @@ function onEngineCrash(message) {
   } else {
     state.worker?.terminate();
     state.ready = false;
+    state.dead = true;
     endWork('The translation engine stopped again', false);
+    dropPending('error', 'The translation engine stopped again before this translation was sent. Reload the page to start over.');
     setBusy(false);
-    ui.translate.disabled = true;
+    // Nothing would answer these any more.
+    for (const control of [ui.translate, ui.model, ui.engine, ui.selfcheckRun, ui.translateDocument, ui.docFile]) {
+      control.disabled = true;
+    }
+    ui.retry.hidden = true;
     setTranslateStatus('error', `The translation engine stopped again (${message}). Reload the page to start over.`, request?.id);
     setStatus(ui.modelStatus, 'error', 'The translation engine stopped. Reload the page to start over.');
   }
@@ -279,7 +288,8 @@ function onWorkerMessage(worker, message) {
 // ---------------------------------------------------------------- models
 
 async function loadIndex() {
-  const response = await fetch('models/index.json');
+  // Revalidated, as the worker's copy is: both must list the same models.
+  const response = await fetch('models/index.json', { cache: 'no-cache' });
   if (!response.ok) throw new Error(`models/index.json: HTTP ${response.status}`);
   const index = await response.json();
   state.models = index.models;
@@ -311,7 +321,14 @@ function showEngine(webgpu, emulated, engine) {
   ui.engineNotice.textContent = notice;
 }
 
+/** Says `where` that the engine is gone (see onEngineCrash) when it is; true if so. */
+function engineGone(where) {
+  if (state.dead) setStatus(where, 'error', 'The translation engine stopped. Reload the page to start over.');
+  return state.dead;
+}
+
 function loadModel(id) {
+  if (engineGone(ui.modelStatus)) return;
   state.model = id;
   state.ready = false;
   ui.translate.disabled = true;
@@ -374,6 +391,9 @@ function onLoadError(error) {
   }
   setStatus(ui.modelStatus, error.kind === 'integrity' ? 'integrity' : 'error', describeError(error));
   ui.retry.hidden = false;
+  if (state.pending && !state.pending.sent) {
+    dropPending('error', 'The model could not be loaded (see above), so this was not translated. Press Retry, then Translate.');
+  }
   failDocument('The model could not be loaded (see above), so the document was not translated.');
 }
 
@@ -766,6 +786,7 @@ function showDocumentProgress(doc) {
  * running is cancelled first.
  */
 function startDocument(parsed, name) {
+  if (engineGone(ui.docStatus)) return;
   if (state.doc?.state === 'running') cancelDocument();
   let options;
   try {
@@ -983,7 +1004,7 @@ function showSelfCheck(report) {
 }
 
 function runSelfCheck() {
-  if (state.selfcheckPending) return;
+  if (state.selfcheckPending || engineGone(ui.selfcheckStatus)) return;
   state.selfcheckPending = true;
   ui.selfcheckRun.disabled = true;
   ui.selfcheckRows.replaceChildren();
@@ -1075,9 +1096,39 @@ for (const type of ['dragover', 'drop']) {
   });
 }
 
+/**
+ * A rebuilt site's service worker waits (web/sw.js) while this page runs the build it came
+ * with: offer to reload into the new one, which takes over only when asked.
+ */
+function watchForUpdate(registration) {
+  let asked = false;
+  const offer = (waiting) => {
+    ui.update.hidden = false;
+    ui.updateReload.onclick = () => {
+      asked = true;
+      ui.updateReload.disabled = true;
+      waiting.postMessage({ type: 'skip-waiting' });
+    };
+  };
+  // Only an update waits: a first visit's service worker takes over at once.
+  if (registration.waiting && navigator.serviceWorker.controller) offer(registration.waiting);
+  registration.addEventListener('updatefound', () => {
+    const installing = registration.installing;
+    installing?.addEventListener('statechange', () => {
+      if (installing.state === 'installed' && navigator.serviceWorker.controller) offer(installing);
+    });
+  });
+  navigator.serviceWorker.addEventListener('controllerchange', () => {
+    if (asked) window.location.reload();
+  });
+}
+
 async function main() {
   if ('serviceWorker' in navigator) {
-    navigator.serviceWorker.register('sw.js').catch((e) => console.warn(`offline support unavailable: ${e.message}`));
+    navigator.serviceWorker
+      .register('sw.js')
+      .then(watchForUpdate)
+      .catch((e) => console.warn(`offline support unavailable: ${e.message}`));
   }
   startWorker();
   let id;

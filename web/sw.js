@@ -1,16 +1,20 @@
 // The service worker: the page works offline after the first visit.
 //
-// - install: precaches the app shell (html, glue, wasm, scripts, css, the model index);
-//   the simd128 wasm build, and the relaxed SIMD one too where this browser validates it
-//   (worker.js times both and keeps one, so both must be there offline);
-// - same-origin GET: the shell cache first, then the network; a shell file served from the
-//   cache is refreshed in the background (when the server answers), so a rebuilt site shows up
-//   on the next visit without a VERSION bump, and a visit offline still gets a whole shell;
+// - install: precaches the app shell (html, glue, wasm, scripts, css, the model index) in one
+//   cache per build: the simd128 wasm build, and the relaxed SIMD one too where this browser
+//   validates it (worker.js times both and keeps one, so both must be there offline);
+// - same-origin GET: that cache first, then the network. The files of one build are only ever
+//   served together: a rebuilt site has a new VERSION, so the browser installs a new service
+//   worker, which caches the new build whole; it waits until the page asks it to take over
+//   (the page's "Reload" after "A new version is ready"), or until no page of the old build is
+//   open, so no page runs a mix of two builds;
 // - models/…: the model files the engine's worker stored after verifying them (MODEL_CACHE),
-//   so a model downloaded once loads with the server gone; the small JSON files (index,
-//   manifests) try the network first so a newly shipped model shows up;
-// - activate: deletes the caches of older versions. Bump VERSION when the shell changes.
-const VERSION = 'v1';
+//   so a model downloaded once loads with the server gone; the worker's own downloads
+//   (`cache: 'no-cache'`) go to the network; the small JSON files (index, manifests) try the
+//   network first, for NETWORK_WAIT_MS when a copy is cached, so a newly shipped model shows up;
+// - activate: deletes the shell caches of older builds.
+/** A hash of the build (scripts/post_build.sh writes it into dist/sw.js). */
+const VERSION = 'unbuilt';
 const SHELL_CACHE = `webnmt-shell-${VERSION}`;
 /** Written by worker.js under the same name (tests/browser/names.test.mjs checks it). */
 const MODEL_CACHE = 'webnmt-models-v1';
@@ -34,9 +38,13 @@ self.addEventListener('install', (event) => {
   event.waitUntil(
     caches
       .open(SHELL_CACHE)
-      .then((cache) => cache.addAll(SHELL.map((p) => new Request(p, { cache: 'reload' }))))
-      .then(() => self.skipWaiting()),
+      .then((cache) => cache.addAll(SHELL.map((p) => new Request(p, { cache: 'reload' })))),
   );
+});
+
+// The page's "Reload" on "A new version is ready" (app.js, watchForUpdate).
+self.addEventListener('message', (event) => {
+  if (event.data?.type === 'skip-waiting') self.skipWaiting();
 });
 
 self.addEventListener('activate', (event) => {
@@ -60,18 +68,19 @@ async function cached(cacheName, request) {
   return cache.match(request, { ignoreSearch: true });
 }
 
+/** How long a JSON file's request waits for the network before a cached copy answers. */
+const NETWORK_WAIT_MS = 4000;
+
 async function networkFirst(request, ...cacheNames) {
-  try {
-    const response = await fetch(request);
-    if (response.ok) return response;
-  } catch {
-    // offline: fall through to the caches
-  }
+  const network = fetch(request);
+  const wait = new Promise((ok) => setTimeout(() => ok(null), NETWORK_WAIT_MS));
+  const answer = await Promise.race([network.then((r) => (r.ok ? r : null), () => null), wait]);
+  if (answer) return answer;
   for (const name of cacheNames) {
     const hit = await cached(name, request);
     if (hit) return hit;
   }
-  return fetch(request);
+  return network; // no copy: whatever the network says, however late
 }
 
 async function cacheFirst(request, ...cacheNames) {
@@ -89,6 +98,8 @@ self.addEventListener('fetch', (event) => {
   const scope = new URL(self.registration.scope);
   const path = url.pathname.slice(scope.pathname.length);
   if (path.startsWith('models/')) {
+    // The worker downloading a model file it has not verified yet: never an older copy.
+    if (request.cache === 'no-cache' && !path.endsWith('.json')) return;
     event.respondWith(
       path.endsWith('.json')
         ? networkFirst(request, MODEL_CACHE, SHELL_CACHE)
@@ -98,31 +109,8 @@ self.addEventListener('fetch', (event) => {
   }
   if (request.mode === 'navigate') {
     // Any page of the site is the one page.
-    event.respondWith(cacheFirstRefresh(event, request).catch(() => cached(SHELL_CACHE, 'index.html')));
+    event.respondWith(cacheFirst(request, SHELL_CACHE).catch(() => cached(SHELL_CACHE, 'index.html')));
     return;
   }
-  event.respondWith(cacheFirstRefresh(event, request));
+  event.respondWith(cacheFirst(request, SHELL_CACHE));
 });
-
-/**
- * The shell cache's copy (refreshed in the background afterwards), else the network. The copy
- * is looked up and stored without the query string (`?engine=cpu` serves the same file), so
- * the refresh replaces the copy the next lookup finds.
- */
-async function cacheFirstRefresh(event, request) {
-  const cache = await caches.open(SHELL_CACHE);
-  const hit = await cache.match(request, { ignoreSearch: true });
-  if (!hit) return fetch(request);
-  const key = new URL(request.url);
-  key.search = '';
-  event.waitUntil(
-    fetch(request.url, { cache: 'no-cache' })
-      .then(async (fresh) => {
-        if (!fresh.ok) return;
-        await cache.delete(key, { ignoreSearch: true }); // older copies stored with a query
-        await cache.put(key, fresh);
-      })
-      .catch(() => undefined), // offline: keep the cached copy
-  );
-  return hit;
-}

@@ -123,6 +123,9 @@ self.onwasmpanic = (message) => {
 };
 
 /** `{ kind, message }` of anything thrown: the wasm side's typed errors pass through. */
+/** Error kinds that mean the model's files are bad (src/web.rs), as opposed to the engine. */
+const FILE_ERRORS = new Set(['integrity', 'bundle', 'tokenizer']);
+
 function toError(e, kind = 'internal') {
   if (e && typeof e === 'object' && typeof e.kind === 'string' && typeof e.message === 'string') {
     return { kind: e.kind, message: e.message };
@@ -344,10 +347,10 @@ async function load(id, requested) {
   const cache = await caches.open(MODEL_CACHE);
   const { text: manifestText, manifest, cachedText } = await loadManifest(cache, manifestUrl);
   const names = Object.keys(manifest.files ?? {});
-  if (cachedText !== null && cachedText !== manifestText) {
-    // The site ships a new version of this model: forget the old files.
-    await Promise.all(names.map((n) => cache.delete(new URL(n, base))));
-  }
+  // The site ships a new version of this model: its cached files are the old version's, so none
+  // is used, and none is deleted before the new ones are verified (a download cut short leaves
+  // the old model whole, for offline visits).
+  const stale = cachedText !== null && cachedText !== manifestText;
   const total = names.reduce((sum, n) => sum + (Number(manifest.files[n].bytes) || 0), 0);
   let loaded = 0;
   let lastPost = 0;
@@ -364,7 +367,7 @@ async function load(id, requested) {
   const downloaded = [];
   for (const name of names) {
     const url = new URL(name, base);
-    const hit = await cache.match(url);
+    const hit = stale ? undefined : await cache.match(url);
     if (hit) {
       files[name] = new Uint8Array(await hit.arrayBuffer());
       loaded += files[name].length;
@@ -408,17 +411,26 @@ async function load(id, requested) {
       translator = await wasm.Translator.load(manifestBytes, files, engine);
     }
   } catch (e) {
-    // Never keep files that failed verification: the retry downloads them again.
-    await Promise.all([...names.map((n) => cache.delete(new URL(n, base))), cache.delete(manifestUrl)]);
+    // Never keep files that failed verification (the retry downloads them again); files that
+    // passed it stay when the engine failed after them (a GPU error, a device lost).
+    if (FILE_ERRORS.has(toError(e).kind)) {
+      await Promise.all([...names.map((n) => cache.delete(new URL(n, base))), cache.delete(manifestUrl)]);
+    }
     throw e;
   }
-  // Store only verified files, so the next visit (and sw.js, offline) reads them from disk.
+  // Store only verified files, so the next visit (and sw.js, offline) reads them from disk; the
+  // manifest last, so a cache that holds it holds its files too.
   try {
-    await cache.put(manifestUrl, new Response(manifestText, { headers: { 'content-type': 'application/json' } }));
     for (const name of downloaded) {
       await cache.put(new URL(name, base), new Response(files[name], {
         headers: { 'content-type': 'application/octet-stream', 'content-length': String(files[name].length) },
       }));
+    }
+    await cache.put(manifestUrl, new Response(manifestText, { headers: { 'content-type': 'application/json' } }));
+    if (stale) {
+      // The old version's files that the new one no longer names.
+      const oldNames = Object.keys(JSON.parse(cachedText).files ?? {}).filter((n) => !(n in manifest.files));
+      await Promise.all(oldNames.map((n) => cache.delete(new URL(n, base))));
     }
   } catch (e) {
     console.warn(`could not store the model for offline use: ${e.message}`);

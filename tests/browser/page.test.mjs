@@ -220,5 +220,8 @@ test('after an engine panic the page starts a fresh worker once and says so; aft
   await panic();
   await page.locator('#model-status[data-state="error"]').waitFor({ timeout: 10_000 });
   assert.match(await page.locator('#translate-status').textContent(), /stopped again .* Reload the page/);
-  assert.equal(await page.locator('#translate').isEnabled(), false);
+  // Nothing is left that would send work to the stopped engine and wait for it forever.
+  for (const control of ['#translate', '#model', '#engine', '#selfcheck-run', '#translate-document', '#doc-file']) {
+    assert.equal(await page.locator(control).isEnabled(), false, `${control} is disabled`);
+  }
 });

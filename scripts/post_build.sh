@@ -1,5 +1,11 @@
 #!/usr/bin/env bash
-# trunk's post_build hook (trunk.toml): the page's second wasm build, with WebAssembly relaxed
+# trunk's post_build hook (trunk.toml; trunk runs a stage's hooks at once, so both steps are in
+# this one script, in order):
+# 1. the relaxed SIMD build (below);
+# 2. the service worker's VERSION: a hash of every other file of the build, so each build that
+#    changes anything is a new version, which returning visitors' browsers install whole (web/sw.js).
+#
+# 1. The page's second wasm build, with WebAssembly relaxed
 # SIMD (the `relaxed-simd` feature: the CPU engine's int8 products with
 # `i32x4.relaxed_dot_i8x16_i7x16_add`, see src/cpu/matmul.rs), written next to trunk's own as
 # webnmt_relaxed.js + webnmt_relaxed_bg.wasm. web/worker.js loads it where the browser validates
@@ -21,3 +27,14 @@ flags=(--locked --lib --target wasm32-unknown-unknown --features web,relaxed-sim
 cargo build "${flags[@]}"
 wasm-bindgen --target web --no-typescript --out-dir "$TRUNK_STAGING_DIR" --out-name webnmt_relaxed \
   "$target_dir/wasm32-unknown-unknown/$profile/webnmt.wasm"
+
+# 2. The service worker's version.
+sw="$TRUNK_STAGING_DIR/sw.js"
+version=$(cd "$TRUNK_STAGING_DIR" && find . -type f ! -path ./sw.js -print0 | LC_ALL=C sort -z |
+  xargs -0 sha256sum | sha256sum | cut -c1-16)
+grep -q "^const VERSION = 'unbuilt';$" "$sw" || {
+  echo "post_build.sh: $sw has no line \"const VERSION = 'unbuilt';\" to stamp" >&2
+  exit 1
+}
+sed -i "s/^const VERSION = 'unbuilt';\$/const VERSION = '$version';/" "$sw"
+echo "post_build.sh: service worker version $version"
