@@ -78,5 +78,5 @@ for arm in a b; do
 done
 row="$row\t${steps[a]}/${steps[b]}\t${bleu[a]}/${bleu[b]}\t${chrf[a]}/${chrf[b]}\t${loss[a]}/${loss[b]}"
 [ -f "$out/$pair.tsv" ] || printf 'name\tminutes\tsteps A/B\tdev BLEU A/B\tdev chrF A/B\tval loss A/B\n' >"$out/$pair.tsv"
-printf "$row\n" | tee -a "$out/$pair.tsv"
+printf '%b\n' "$row" | tee -a "$out/$pair.tsv" # %b: the tabs; NAME is not a format
 echo "A: ${args_a:-(baseline)}  B: $args_b"

@@ -10,9 +10,12 @@
 # On the device machine (the `run` tool: carry ["gpu"], timeout_s 600):
 #   scripts/gpu_train.sh train [PAIR] [MINUTES]          (default ko-en 8)
 #     1. probes each setting for PROBE_STEPS optimizer steps (default 40): batch sizes
-#        PROBE_TOKENS (default "8192 16384 32768 65536" padded tokens) in PRECISIONS (default
-#        "f32 f16"; DEVICE=cpu with PRECISIONS=f32 rehearses the script without a GPU), and
-#        reads the target tokens/s of the steps after the first window from metrics.csv;
+#        PROBE_TOKENS (default "65536 32768 16384 8192" padded tokens, the likely fastest first)
+#        in PRECISIONS (default "f32 f16"; DEVICE=cpu with PRECISIONS=f32 rehearses the script
+#        without a GPU), and reads the target tokens/s of the steps after the first window from
+#        metrics.csv; a probe gets PROBE_SECONDS (default 120; the one that trains the
+#        tokenizers, from scratch, no limit), and probing stops once it has taken PROBE_SHARE
+#        (default 0.4) of MINUTES, so the training keeps the rest;
 #     2. trains for the rest of MINUTES with the fastest setting, starting from the shipped
 #        bundle's weights (a checkpoint with its Adam state is ~165 MB for ko-en `small`, over
 #        the 64 MiB that travels to the machine), or with INIT_FROM=none from random weights
@@ -20,17 +23,23 @@
 #        the batch's multiple k of 4096 tokens, so the rate at a given token count grows by
 #        sqrt(k). TRAIN_ARGS are more flags for the probes and the run (a recipe, e.g.
 #        "--src-vocab 8000 --tgt-vocab 8000 --dropout 0.3 --label-smoothing 0.2"; a schedule's
-#        --lr-factor / --warmup-steps there replace the config's before the scaling);
-#     3. writes the run (newest checkpoint with optim.bpk and state.json, bundle)
-#        as one tar in 15 MB parts under /tmp/webnmt-out, and copies the first 4 parts, the
-#        probe table, metrics.csv and the log to $OUT.
-#   scripts/gpu_train.sh fetch K      copies parts 4K..4K+3 to $OUT (the tool returns at most
-#                                     8 files of 16 MiB a call); call it while the machine is warm
+#        --lr-factor / --warmup-steps there replace the config's before the scaling; the flags
+#        the script sets itself are refused there);
+#     3. writes the run (newest checkpoint with optim.bpk and state.json, bundle) as one tar
+#        in 15 MB parts under /tmp/webnmt-out, and copies the first 5 parts, the probe table,
+#        metrics.csv and the log (which ends with the parts' count and sha256) to $OUT. When
+#        the main run fails, the checkpoints it wrote come back, or else the fastest probe's.
+#   scripts/gpu_train.sh fetch K      copies parts 5+8(K-1) .. 4+8K to $OUT (the tool returns
+#                                     at most 8 files of 16 MiB a call; `fetch 1` brings the
+#                                     rest of a ko-en run); call it while the machine is warm
 # Here again:
-#   scripts/gpu_train.sh unpack DIR [PAIR]   joins the run.tar.NN parts (copy every call's
-#     files_at files into one folder DIR first) into $WEBNMT_RUNS/PAIR-gpu (default
-#     ~/webnmt-runs), ready for `train --resume` there or `scripts/improve.sh`
-#     (SKIP_TRAIN=1 RUN_DIR=...).
+#   scripts/gpu_train.sh unpack DIR [PAIR]   checks the run.tar.NN parts (copy every call's
+#     files_at files, gpu_train.log included, into one folder DIR first) against the count and
+#     sha256 in gpu_train.log and joins them into $WEBNMT_RUNS/PAIR-gpu (default
+#     ~/webnmt-runs). Score it with `SKIP_TRAIN=1 RUN_DIR=... scripts/improve.sh PAIR`; train
+#     on from it on the CPU with a new run from its bundle (`INIT_FROM=.../bundle RUN_DIR=NEW
+#     scripts/improve.sh PAIR`): its checkpoints hold the GPU's batch plan and scaled
+#     schedule, which do not fit configs/PAIR.toml.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cmd="${1:-}"
@@ -61,6 +70,7 @@ train)
   out="${OUT:-/tmp/webnmt-out-final}"
   work=/tmp/webnmt-gpu
   parts=/tmp/webnmt-out
+  rm -rf "$parts" # parts of an earlier call on this machine must not join this run's
   mkdir -p "$work" "$parts" "$out"
   exec > >(tee "$out/gpu_train.log") 2>&1
   start=$SECONDS
@@ -94,7 +104,15 @@ train)
   for ((i = 0; i < ${#extra[@]}; i++)); do
     case "${extra[i]}" in
     --lr-factor) base_lr="${extra[i + 1]}" i=$((i + 1)) ;;
+    --lr-factor=*) base_lr="${extra[i]#*=}" ;;
     --warmup-steps) base_warmup="${extra[i + 1]}" i=$((i + 1)) ;;
+    --warmup-steps=*) base_warmup="${extra[i]#*=}" ;;
+    --eval-every* | --max-steps* | --precision* | --max-tokens* | --accum-steps* | --log-every* | \
+      --max-minutes* | --device* | --run-dir* | --init-from* | --resume* | --config*)
+      # train refuses a flag given twice: every probe would fail, and the machine's minutes with it.
+      echo "TRAIN_ARGS: ${extra[i]%%=*} is set by this script (see the comment at the top); leave it out" >&2
+      exit 2
+      ;;
     *) recipe+=("${extra[i]}") ;;
     esac
   done
@@ -110,17 +128,27 @@ train)
   scaled() { # scaled TOKENS -> "lr warmup" for a batch of TOKENS padded tokens
     # The warm-up covers the same tokens (steps ÷ k for k times the batch); with the Noam
     # factor unchanged, the rate at any token count then grows by sqrt(k).
-    awk -v t="$1" -v lr="$base_lr" -v w="$base_warmup" \
-      'BEGIN { k = t / 4096; printf "%.4f %d\n", lr, (w / k < 50 ? 50 : w / k) }'
+    local w
+    w=$(awk -v t="$1" -v w="$base_warmup" 'BEGIN { k = t / 4096; printf "%d\n", (w / k < 50 ? 50 : w / k) }')
+    echo "$base_lr $w" # the factor as given (printf would round it)
   }
   echo "precision tokens target_tok_per_s" >"$out/probe.txt"
   best="" best_rate=0
-  for precision in ${PRECISIONS:-f32 f16}; do
-    for tokens in ${PROBE_TOKENS:-8192 16384 32768 65536}; do
+  probe_limit=$(awk -v m="$minutes" -v f="${PROBE_SHARE:-0.4}" 'BEGIN { printf "%d", m * 60 * f }')
+  for tokens in ${PROBE_TOKENS:-65536 32768 16384 8192}; do
+    for precision in ${PRECISIONS:-f32 f16}; do
+      if [ -n "$best" ] && [ $((SECONDS - start)) -ge "$probe_limit" ]; then
+        echo "probing stops: ${probe_limit} s (PROBE_SHARE of $minutes minutes) used; skipping $precision $tokens"
+        continue
+      fi
       read -r lr warmup < <(scaled "$tokens")
       dir="$work/probe-$precision-$tokens"
       new_run "$dir"
-      if "$train" --config "$config" --device "${DEVICE:-gpu}" --run-dir "$dir" "${init[@]}" --resume "${recipe[@]}" \
+      # The probe that trains the run's tokenizers (from scratch, the first) has no time limit:
+      # cut short, it would leave every later probe to train them again.
+      limit="${PROBE_SECONDS:-120}"
+      [ "${INIT_FROM:-}" = none ] && [ -z "$tok" ] && limit=0
+      if timeout "$limit" "$train" --config "$config" --device "${DEVICE:-gpu}" --run-dir "$dir" "${init[@]}" --resume "${recipe[@]}" \
         --precision "$precision" --max-tokens "$tokens" --accum-steps 1 --lr-factor "$lr" \
         --warmup-steps "$warmup" --max-steps "${PROBE_STEPS:-40}" --eval-every 100000 --log-every "${PROBE_LOG:-10}" \
         >"$dir.log" 2>&1; then
@@ -155,26 +183,36 @@ train)
       "$left minutes with lr factor $lr, warm-up $warmup"
     run="$work/run"
     new_run "$run"
-    "$train" --config "$config" --device "${DEVICE:-gpu}" --run-dir "$run" "${init[@]}" \
+    if ! "$train" --config "$config" --device "${DEVICE:-gpu}" --run-dir "$run" "${init[@]}" \
       --resume "${recipe[@]}" --precision "$precision" --max-tokens "$tokens" --accum-steps 1 \
-      --lr-factor "$lr" --warmup-steps "$warmup" --max-minutes "$left" --eval-every 500
+      --lr-factor "$lr" --warmup-steps "$warmup" --max-minutes "$left" --eval-every 500; then
+      echo "the main run failed (above); bringing back what it saved" >&2
+    fi
+    if ! ls -d "$run"/checkpoints/step-*/ >/dev/null 2>&1; then
+      echo "the main run saved no checkpoint: bringing back the fastest probe's run instead" >&2
+      run="$work/probe-$precision-$tokens"
+    fi
   fi
-  newest=$(ls -d "$run"/checkpoints/*/ | sort -V | tail -1)
-  (cd "$run" && tar cf - config.toml data.txt metrics.csv ./*.tokenizer.json bundle \
-    "checkpoints/$(basename "$newest")") | split -b 15000000 -d -a 2 - "$parts/run.tar."
+  newest=$(ls -d "$run"/checkpoints/step-*/ | sort -V | tail -1)
+  # The bundle is there when the run exported one (a failed run may not have).
+  (cd "$run" && tar cf - config.toml data.txt metrics.csv ./*.tokenizer.json \
+    $([ -d bundle ] && echo bundle) "checkpoints/$(basename "$newest")") |
+    split -b 15000000 -d -a 2 - "$parts/run.tar."
   ls -l "$parts"
   cp "$run/metrics.csv" "$out/"
   n=0
   for f in "$parts"/run.tar.*; do
-    [ $n -lt 4 ] && cp "$f" "$out/"
+    [ $n -lt 5 ] && cp "$f" "$out/"
     n=$((n + 1))
   done
-  echo "$n parts; fetch the rest with: scripts/gpu_train.sh fetch 1 (then 2, ...)"
+  # unpack checks these before joining the parts.
+  echo "run.tar: $n parts, sha256 $(cat "$parts"/run.tar.* | sha256sum | cut -d' ' -f1)"
+  [ "$n" -gt 5 ] && echo "fetch the other $((n - 5)) parts with: scripts/gpu_train.sh fetch 1 (then 2, ...)"
   ;;
 fetch)
-  k="${1:?which group of 4 parts}"
+  k="${1:?which group of 8 parts (1, 2, ...)}"
   parts=(/tmp/webnmt-out/run.tar.*)
-  for i in $(seq $((4 * k)) $((4 * k + 3))); do
+  for i in $(seq $((5 + 8 * (k - 1))) $((4 + 8 * k))); do
     [ "$i" -lt ${#parts[@]} ] && cp "${parts[$i]}" "$OUT/"
   done
   ls -l "$OUT"
@@ -183,6 +221,20 @@ unpack)
   dir="${1:?folder holding the fetched run.tar.NN parts}"
   pair="${2:-ko-en}"
   dest="${WEBNMT_RUNS:-$HOME/webnmt-runs}/$pair-gpu"
+  log="$dir/gpu_train.log"
+  want=$(grep -E '^run.tar: [0-9]+ parts, sha256 [0-9a-f]{64}$' "$log" 2>/dev/null | tail -1) || {
+    echo "$log has no 'run.tar: N parts, sha256 ...' line: copy the train call's gpu_train.log into $dir" >&2
+    exit 1
+  }
+  got=$(ls "$dir"/run.tar.* 2>/dev/null | wc -l)
+  have="run.tar: $got parts, sha256 $(cat "$dir"/run.tar.* 2>/dev/null | sha256sum | cut -d' ' -f1)"
+  if [ "$have" != "$want" ]; then
+    echo "the parts in $dir do not make the run: expected '$want', found '$have'; fetch the missing parts (scripts/gpu_train.sh fetch K on the machine)" >&2
+    exit 1
+  fi
+  # Joined beside the destination and moved in whole: a failed join leaves no half run to resume.
+  rm -rf "$dest.partial" && mkdir -p "$dest.partial"
+  cat "$dir"/run.tar.* | tar xf - -C "$dest.partial"
   # A run unpacked before (perhaps resumed since) is kept aside, not mixed in: its newer
   # checkpoints would be the ones `train --resume` takes.
   if [ -n "$(ls -A "$dest" 2>/dev/null)" ]; then
@@ -190,8 +242,7 @@ unpack)
     mv "$dest" "$aside"
     echo "moved the run already in $dest to $aside"
   fi
-  mkdir -p "$dest"
-  cat "$dir"/run.tar.* | tar xf - -C "$dest"
+  rm -rf "$dest" && mv "$dest.partial" "$dest"
   # best/ stays on the machine (55 MB more to fetch); the newest checkpoint's weights stand in
   # for it, so a resumed run can export even before it beats the recorded best loss.
   if [ ! -f "$dest/best/model.bpk" ]; then

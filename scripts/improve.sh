@@ -39,6 +39,8 @@ min_gain="${MIN_GAIN:-0.5}"
 config="configs/$pair.toml"
 shipped="web/models/$pair"
 run_dir="${RUN_DIR:-$runs/$pair}"
+run_dir="${run_dir%/}" # its log is "$run_dir.log", beside it
+mkdir -p "$(dirname "$run_dir")" # the log opens before train creates the run directory
 out="target/improve/$pair"
 [ -f "$config" ] || { echo "no $config: name a pair that has a config (ko-en, de-en)" >&2; exit 2; }
 [ -d "$shipped" ] || { echo "no shipped bundle $shipped" >&2; exit 2; }
