@@ -444,6 +444,10 @@ function requestTranslation() {
     setTranslateStatus('error', e.message, id);
     return;
   }
+  const running = state.pending;
+  if (running && running.text === text && JSON.stringify(running.options) === JSON.stringify(options)) {
+    return; // the same request again (a second click): let the running one finish
+  }
   const request = { id, text, options, retried: false, started: performance.now() };
   state.pending = request;
   setBusy(true);
@@ -499,6 +503,7 @@ function showOutput(result) {
     span.dataset.tokens = best ? best.tokens.join(' ') : '';
     span.title = s.source;
     span.tabIndex = 0;
+    span.setAttribute('role', 'button'); // Enter or Space shows its details, as a click does
     if (nodes.length > 0) nodes.push(document.createTextNode(' '));
     nodes.push(span);
   }
@@ -1053,15 +1058,22 @@ ui.retry.addEventListener('click', () => loadModel(state.model ?? ui.model.value
 ui.sentence.addEventListener('change', () => {
   if (state.result) showSentence(state.result.sentences[Number(ui.sentence.value)]);
 });
-ui.output.addEventListener('click', (event) => {
-  const span = event.target.closest('.sentence');
-  if (span && state.result) {
-    const i = state.result.sentences.findIndex((s) => String(s.index) === span.dataset.index);
-    if (i >= 0) {
-      ui.sentence.value = String(i);
-      showSentence(state.result.sentences[i]);
-    }
+/** Shows the details of the output sentence `span` (a click, or Enter / Space on it). */
+function pickSentence(span) {
+  if (!span || !state.result) return;
+  const i = state.result.sentences.findIndex((s) => String(s.index) === span.dataset.index);
+  if (i >= 0) {
+    ui.sentence.value = String(i);
+    showSentence(state.result.sentences[i]);
   }
+}
+ui.output.addEventListener('click', (event) => pickSentence(event.target.closest('.sentence')));
+ui.output.addEventListener('keydown', (event) => {
+  if (event.key !== 'Enter' && event.key !== ' ') return;
+  const span = event.target.closest('.sentence');
+  if (!span) return;
+  event.preventDefault(); // Space would scroll the page
+  pickSentence(span);
 });
 ui.optReset.addEventListener('click', () => {
   if (state.defaults) fillOptions(state.defaults.search);

@@ -331,10 +331,12 @@ let translator = null;
 
 /**
  * Downloads (or reads from the cache), verifies and loads model `id` of models/index.json on
- * `requested` ('auto', 'gpu' or 'cpu'; see engineFor).
+ * `requested` ('auto', 'gpu' or 'cpu'; see engineFor). A newer load aborts `signal`: the
+ * downloads stop, and the loaded model, if it got that far, is never announced.
  */
-async function load(id, requested) {
+async function load(id, requested, signal) {
   await whenReady();
+  signal.throwIfAborted();
   let engine = engineFor(requested, await webgpu);
   const indexUrl = new URL('models/index.json', self.location.href);
   const { text: indexText } = await fetchJson(indexUrl);
@@ -366,6 +368,7 @@ async function load(id, requested) {
   const files = {};
   const downloaded = [];
   for (const name of names) {
+    signal.throwIfAborted();
     const url = new URL(name, base);
     const hit = stale ? undefined : await cache.match(url);
     if (hit) {
@@ -379,8 +382,9 @@ async function load(id, requested) {
     try {
       // Revalidated: a file the site replaced under the same name must not come from the
       // browser's HTTP cache (it would fail the sha256 check at every retry).
-      response = await fetch(url, { cache: 'no-cache' });
+      response = await fetch(url, { cache: 'no-cache', signal });
     } catch (e) {
+      signal.throwIfAborted();
       throw { kind: 'network', message: `could not download ${url.pathname}: ${e.message}; check the connection and retry` };
     }
     if (!response.ok) {
@@ -394,6 +398,7 @@ async function load(id, requested) {
   }
   post(true);
 
+  signal.throwIfAborted();
   if (translator) {
     translator.free();
     translator = null;
@@ -435,6 +440,7 @@ async function load(id, requested) {
   } catch (e) {
     console.warn(`could not store the model for offline use: ${e.message}`);
   }
+  signal.throwIfAborted();
   self.postMessage({ type: 'loaded', model: id, engine, ...adapterFields(await webgpu), info: translator.info(), fromCache: allCached });
 }
 
@@ -638,6 +644,7 @@ function cancelDocument(id) {
 }
 
 let loading = Promise.resolve();
+let loadAbort = new AbortController(); // the newest load's: a newer one aborts it
 
 self.addEventListener('message', (event) => {
   const message = event.data ?? {};
@@ -646,14 +653,20 @@ self.addEventListener('message', (event) => {
     return;
   }
   switch (message.type) {
-    case 'load':
+    case 'load': {
       generation += 1; // cancel a translation of the old model
       if (documentJob) stopDocument(documentJob);
+      // A load still downloading (or waiting) stops: the page only wants the newest.
+      loadAbort.abort();
+      const { signal } = (loadAbort = new AbortController());
       loading = loading
         .then(() => running)
-        .then(() => load(message.model, message.engine ?? 'auto'))
-        .catch((e) => self.postMessage({ type: 'load-error', model: message.model, error: toError(e) }));
+        .then(() => load(message.model, message.engine ?? 'auto', signal))
+        .catch((e) => {
+          if (!signal.aborted) self.postMessage({ type: 'load-error', model: message.model, error: toError(e) });
+        });
       break;
+    }
     case 'translate':
       loading.then(() => translate(message));
       break;

@@ -107,6 +107,15 @@ test('a translation shows the output, n-best list with scores, timings and the h
   assert.notEqual(await drawn(), first, 'the second sentence has its own heatmap');
   await page.selectOption('#sentence', '0');
   assert.equal(await drawn(), first, 'the first sentence\'s heatmap again');
+  // From the keyboard: Enter on an output sentence shows its details, as a click does.
+  await sentences.nth(1).focus();
+  await page.keyboard.press('Enter');
+  assert.equal(await page.locator('#sentence').inputValue(), '1', 'Enter picked the second sentence');
+  assert.notEqual(await drawn(), first);
+  await sentences.nth(0).focus();
+  await page.keyboard.press(' ');
+  assert.equal(await page.locator('#sentence').inputValue(), '0', 'Space picked the first again');
+  assert.equal(await drawn(), first);
   await page.locator('#details-section').scrollIntoViewIfNeeded();
   await screenshot(page, 'heatmap');
 });
@@ -139,6 +148,11 @@ test('a new request (Ctrl+Enter) cancels the running one', { timeout: TIMEOUT_MS
   await page.fill('#source', long);
   await page.click('#translate');
   await page.locator('#translate-status[data-state="running"]').waitFor({ timeout: 10_000 });
+  // A second click on the same text and options lets the running request go on.
+  const running = await page.locator('#translate-status').getAttribute('data-request');
+  await page.click('#translate');
+  assert.equal(await page.locator('#translate-status').getAttribute('data-request'), running, 'the same request is not started again');
+  assert.equal(await page.locator('#translate-status').getAttribute('data-state'), 'running');
   const cancelled = page.waitForEvent('console', {
     predicate: (m) => /translation \d+ was cancelled by a newer request/.test(m.text()),
     timeout: TIMEOUT_MS,

@@ -1,7 +1,8 @@
-// Updates of the site while visitors have it cached (web/sw.js, web/worker.js): a rebuilt page
-// reaches a returning visitor whole, only when they ask for it, and a new version of a model
-// that fails to download leaves the old one working offline. Each test serves its own copy of
-// the built page from a temporary folder, and changes that copy as a deploy would.
+// What changes under a visitor (web/sw.js, web/worker.js): a rebuilt page reaches a returning
+// visitor whole, only when they ask for it; a new version of a model that fails to download
+// leaves the old one working offline; a model picked while another downloads loads at once.
+// The update tests serve their own copy of the built page from a temporary folder, and change
+// that copy as a deploy would.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { cp, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
@@ -121,5 +122,34 @@ test('a new version of a model that fails to download leaves the old one working
     await context.close();
   } finally {
     await server?.close();
+  }
+});
+
+test('a model picked while another still downloads loads at once', { timeout: TIMEOUT_MS }, async () => {
+  const server = await serveStatic();
+  const context = await browser.newContext({ serviceWorkers: 'block' });
+  try {
+    // ko→en's weights never arrive: its download hangs, as on a very slow connection.
+    let held = 0;
+    await context.route('**/models/ko-en/model.safetensors', () => {
+      held += 1; // never answered
+    });
+    const page = await context.newPage();
+    const log = [];
+    page.on('console', (m) => log.push(`console.${m.type()}: ${m.text()}`));
+    page.on('worker', (w) => w.on('console', (m) => log.push(`worker console.${m.type()}: ${m.text()}`)));
+    await page.goto(server.url);
+    await page.waitForFunction(() => document.querySelector('#model-status').textContent.startsWith('Loading Korean'));
+    for (let i = 0; i < 600 && held === 0; i++) await new Promise((ok) => setTimeout(ok, 100));
+    assert.equal(held, 1, 'the ko→en weights were requested and are held');
+
+    await page.selectOption('#model', 'de-en');
+    const { state, text } = await modelState(page, TIMEOUT_MS);
+    assert.equal(state, 'ready', `page says: ${text}\n${log.join('\n')}`);
+    assert.match(text, /^German → English is ready/);
+    assert.match(await page.locator('#model-info').textContent(), /M parameters/);
+  } finally {
+    await context.close();
+    await server.close();
   }
 });
