@@ -26,16 +26,16 @@
 #        --lr-factor / --warmup-steps there replace the config's before the scaling; the flags
 #        the script sets itself are refused there);
 #     3. writes the run (newest checkpoint with optim.bpk and state.json, bundle) as one tar
-#        in 15 MB parts under /tmp/webnmt-out, and copies the first 5 parts, the probe table,
-#        metrics.csv and the log (which ends with the parts' count and sha256) to $OUT. When
-#        the main run fails, the checkpoints it wrote come back, or else the fastest probe's.
-#   scripts/gpu_train.sh fetch K      copies parts 5+8(K-1) .. 4+8K to $OUT (the tool returns
-#                                     at most 8 files of 16 MiB a call; `fetch 1` brings the
-#                                     rest of a ko-en run); call it while the machine is warm
+#        in 15 MB parts under /tmp/webnmt-out, and copies the first 4 parts, the probe table,
+#        metrics.csv, the log and run.sha256 (the parts' count and sha256) to $OUT. When the
+#        main run fails, the checkpoints it wrote come back, or else the fastest probe's.
+#   scripts/gpu_train.sh fetch K      copies parts 4K..4K+3 to $OUT (the tool returns at most
+#                                     8 files, 64 MiB together, a call); call it while the
+#                                     machine is warm
 # Here again:
 #   scripts/gpu_train.sh unpack DIR [PAIR]   checks the run.tar.NN parts (copy every call's
-#     files_at files, gpu_train.log included, into one folder DIR first) against the count and
-#     sha256 in gpu_train.log and joins them into $WEBNMT_RUNS/PAIR-gpu (default
+#     files_at files, run.sha256 included, into one folder DIR first) against the count and
+#     sha256 in run.sha256 and joins them into $WEBNMT_RUNS/PAIR-gpu (default
 #     ~/webnmt-runs). Score it with `SKIP_TRAIN=1 RUN_DIR=... scripts/improve.sh PAIR`; train
 #     on from it on the CPU with a new run from its bundle (`INIT_FROM=.../bundle RUN_DIR=NEW
 #     scripts/improve.sh PAIR`): its checkpoints hold the GPU's batch plan and scaled
@@ -96,8 +96,8 @@ train)
   chmod +x "$train"
   bundle="web/models/$pair"
   config="configs/$pair-gpu.toml"
-  base_lr=$(grep -E '^lr_factor' "$config" | head -1 | sed 's/.*= *//')
-  base_warmup=$(grep -E '^warmup_steps' "$config" | head -1 | sed 's/.*= *//')
+  base_lr=$(grep -E '^lr_factor' "$config" | head -1 | sed 's/.*= *//; s/ *#.*//')
+  base_warmup=$(grep -E '^warmup_steps' "$config" | head -1 | sed 's/.*= *//; s/ *#.*//')
   # TRAIN_ARGS: the recipe's flags; its schedule (if any) is the base that gets scaled.
   read -ra extra <<<"${TRAIN_ARGS:-}"
   recipe=()
@@ -202,17 +202,20 @@ train)
   cp "$run/metrics.csv" "$out/"
   n=0
   for f in "$parts"/run.tar.*; do
-    [ $n -lt 5 ] && cp "$f" "$out/"
+    [ $n -lt 4 ] && cp "$f" "$out/"
     n=$((n + 1))
   done
-  # unpack checks these before joining the parts.
-  echo "run.tar: $n parts, sha256 $(cat "$parts"/run.tar.* | sha256sum | cut -d' ' -f1)"
-  [ "$n" -gt 5 ] && echo "fetch the other $((n - 5)) parts with: scripts/gpu_train.sh fetch 1 (then 2, ...)"
+  # unpack checks these before joining the parts (a file of its own: the log's tee may still be
+  # writing when the tool collects $OUT).
+  echo "run.tar: $n parts, sha256 $(cat "$parts"/run.tar.* | sha256sum | cut -d' ' -f1)" | tee "$out/run.sha256"
+  if [ "$n" -gt 4 ]; then
+    echo "fetch the other $((n - 4)) parts with: scripts/gpu_train.sh fetch 1 (then 2, ...)"
+  fi
   ;;
 fetch)
-  k="${1:?which group of 8 parts (1, 2, ...)}"
+  k="${1:?which group of 4 parts (1, 2, ...)}"
   parts=(/tmp/webnmt-out/run.tar.*)
-  for i in $(seq $((5 + 8 * (k - 1))) $((4 + 8 * k))); do
+  for i in $(seq $((4 * k)) $((4 * k + 3))); do
     [ "$i" -lt ${#parts[@]} ] && cp "${parts[$i]}" "$OUT/"
   done
   ls -l "$OUT"
@@ -221,13 +224,14 @@ unpack)
   dir="${1:?folder holding the fetched run.tar.NN parts}"
   pair="${2:-ko-en}"
   dest="${WEBNMT_RUNS:-$HOME/webnmt-runs}/$pair-gpu"
-  log="$dir/gpu_train.log"
-  want=$(grep -E '^run.tar: [0-9]+ parts, sha256 [0-9a-f]{64}$' "$log" 2>/dev/null | tail -1) || {
-    echo "$log has no 'run.tar: N parts, sha256 ...' line: copy the train call's gpu_train.log into $dir" >&2
+  want=$(grep -E '^run.tar: [0-9]+ parts, sha256 [0-9a-f]{64}$' "$dir/run.sha256" 2>/dev/null) || {
+    echo "$dir/run.sha256 is missing or not 'run.tar: N parts, sha256 ...': copy the train call's files into $dir" >&2
     exit 1
   }
-  got=$(ls "$dir"/run.tar.* 2>/dev/null | wc -l)
-  have="run.tar: $got parts, sha256 $(cat "$dir"/run.tar.* 2>/dev/null | sha256sum | cut -d' ' -f1)"
+  shopt -s nullglob
+  found=("$dir"/run.tar.*)
+  shopt -u nullglob
+  have="run.tar: ${#found[@]} parts, sha256 $(cat "${found[@]}" </dev/null | sha256sum | cut -d' ' -f1)"
   if [ "$have" != "$want" ]; then
     echo "the parts in $dir do not make the run: expected '$want', found '$have'; fetch the missing parts (scripts/gpu_train.sh fetch K on the machine)" >&2
     exit 1

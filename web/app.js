@@ -300,7 +300,7 @@ async function loadIndex() {
   }));
   const preferred = index.models.find((m) => m.default) ?? index.models[0];
   ui.model.value = preferred.id;
-  ui.model.disabled = false;
+  ui.model.disabled = state.dead;
   return preferred.id;
 }
 
@@ -1123,15 +1123,24 @@ function watchForUpdate(registration) {
     };
   };
   // Only an update waits: a first visit's service worker takes over at once.
-  if (registration.waiting && navigator.serviceWorker.controller) offer(registration.waiting);
-  registration.addEventListener('updatefound', () => {
-    const installing = registration.installing;
+  const track = (installing) =>
     installing?.addEventListener('statechange', () => {
       if (installing.state === 'installed' && navigator.serviceWorker.controller) offer(installing);
     });
-  });
+  if (registration.waiting && navigator.serviceWorker.controller) offer(registration.waiting);
+  track(registration.installing); // an update found before this ran
+  registration.addEventListener('updatefound', () => track(registration.installing));
+  const hadController = navigator.serviceWorker.controller !== null;
   navigator.serviceWorker.addEventListener('controllerchange', () => {
-    if (asked) window.location.reload();
+    if (asked) {
+      window.location.reload();
+    } else if (hadController) {
+      // Another tab took the new build: this one still runs the old, whose files are gone.
+      ui.update.firstChild.textContent = 'webnmt was updated in another tab. ';
+      ui.update.hidden = false;
+      ui.updateReload.disabled = false;
+      ui.updateReload.onclick = () => window.location.reload();
+    }
   });
 }
 

@@ -54,6 +54,9 @@ test('a rebuilt site reaches a returning visitor whole, and only after "Reload"'
     const say = () => log.join('\n');
     assert.ok(await serviceWorkerControls(page), `the service worker controls the page\n${say()}`);
     assert.equal(await page.locator('#update').isHidden(), true, 'a first visit offers no update');
+    const other = await context.newPage(); // a second tab of the same build
+    await other.goto(server.url);
+    assert.ok(await serviceWorkerControls(other));
     const before = await swVersion(dir);
 
     // The deploy: a new page and a new service worker version (as post_build.sh would stamp).
@@ -74,6 +77,10 @@ test('a rebuilt site reaches a returning visitor whole, and only after "Reload"'
 
     await Promise.all([page.waitForNavigation({ timeout: 60_000 }), page.click('#update-reload')]);
     await page.locator('h1[data-build="new"]').waitFor({ timeout: 60_000 });
+    // The other tab, still on the old build whose files are gone, says so and offers a reload.
+    await other.waitForFunction(() => document.querySelector('#update').textContent.startsWith('webnmt was updated in another tab.'), null, { timeout: 60_000 });
+    await Promise.all([other.waitForNavigation({ timeout: 60_000 }), other.click('#update-reload')]);
+    await other.locator('h1[data-build="new"]').waitFor({ timeout: 60_000 });
     assert.equal(await page.locator('#update').isHidden(), true, 'nothing more to offer');
     const caches = await page.evaluate(() => caches.keys());
     assert.deepEqual(caches.filter((k) => k.startsWith('webnmt-shell-')), ['webnmt-shell-new'], 'the old build is gone');
