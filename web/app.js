@@ -488,10 +488,26 @@ function onResult({ id, result }) {
   setBusy(false);
   const seconds = ((performance.now() - request.started) / 1000).toFixed(1);
   const n = result.sentences.length;
-  setTranslateStatus('done', `Translated ${n} sentence${n === 1 ? '' : 's'} in ${seconds} s.`, id);
+  setTranslateStatus('done', `Translated ${n} sentence${n === 1 ? '' : 's'} in ${seconds} s.${scriptHint(request.text)}`, id);
   showOutput(result);
   showTimings(result);
   showDetails(result, 0);
+}
+
+/**
+ * Source languages whose script tells them apart, by the letters a text in them must have: a
+ * text without any was not written in the model's source language, and the model, which knows
+ * no other, writes something unrelated (fluently) rather than a translation.
+ */
+const SCRIPTS = {
+  ko: { letters: /[\u1100-\u11ff\u3130-\u318f\uac00-\ud7af]/, name: 'Korean letters (Hangul)' },
+};
+
+/** ' …' saying that `text` is not in the loaded model's source language, when its script shows it. */
+function scriptHint(text) {
+  const script = SCRIPTS[state.langs?.source];
+  if (!script || script.letters.test(text)) return '';
+  return ` This text has no ${script.name}: this model translates only from ${ui.model.selectedOptions[0]?.textContent.split(' → ')[0] ?? 'its source language'}, so the output is not a translation of it.`;
 }
 
 function showOutput(result) {

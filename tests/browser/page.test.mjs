@@ -140,6 +140,12 @@ test('HTML and script typed as input come back as text', { timeout: TIMEOUT_MS }
   assert.deepEqual(found.scripts, ['app.js'], 'the only script is the page’s own');
   assert.ok(found.option.includes('<img src=x onerror='), `the source is shown as text: ${found.option}`);
   assert.equal(found.title, hostile, 'the sentence keeps the source as text');
+  assert.doesNotMatch(result.status, /no Korean letters/, 'it has some Korean');
+
+  // English typed into the Korean model: translated anyway, with a note that it is not Korean.
+  const english = await translate(page, 'Good morning, everyone.', { timeout: TIMEOUT_MS });
+  assert.equal(english.state, 'done', `page says: ${english.status}\n${say()}`);
+  assert.match(english.status, /This text has no Korean letters \(Hangul\): this model translates only from Korean, so the output is not a translation of it\.$/);
 });
 
 test('a new request (Ctrl+Enter) cancels the running one', { timeout: TIMEOUT_MS }, async () => {
