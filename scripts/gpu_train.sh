@@ -14,8 +14,9 @@
 #        in PRECISIONS (default "f32 f16"; DEVICE=cpu with PRECISIONS=f32 rehearses the script
 #        without a GPU), and reads the target tokens/s of the steps after the first window from
 #        metrics.csv; a probe gets PROBE_SECONDS (default 120; the one that trains the
-#        tokenizers, from scratch, no limit), and probing stops once it has taken PROBE_SHARE
-#        (default 0.4) of MINUTES, so the training keeps the rest;
+#        tokenizers, from scratch, no limit: a probe stopped there still counts the windows it
+#        logged), and probing stops once it has taken PROBE_SHARE (default 0.4) of MINUTES, so
+#        the training keeps the rest;
 #     2. trains for the rest of MINUTES with the fastest setting, starting from the shipped
 #        bundle's weights (a checkpoint with its Adam state is ~165 MB for ko-en `small`, over
 #        the 64 MiB that travels to the machine), or with INIT_FROM=none from random weights
@@ -152,16 +153,18 @@ train)
         --precision "$precision" --max-tokens "$tokens" --accum-steps 1 --lr-factor "$lr" \
         --warmup-steps "$warmup" --max-steps "${PROBE_STEPS:-40}" --eval-every 100000 --log-every "${PROBE_LOG:-10}" \
         >"$dir.log" 2>&1; then
-        # metrics.csv: the rows after the first (shader compilation, autotuning) window, or
-        # that one when it is the only one (PROBE_STEPS <= PROBE_LOG).
-        rate=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "tokens_per_sec") c = i; next }
-          NR == 2 { first = $c; next } { s += $c; n++ }
-          END { printf "%.0f\n", n ? s / n : first }' "$dir/metrics.csv")
+        note=""
       else
-        rate=0
+        # Stopped at the time limit (status 124) or failed: the windows it logged still measure.
+        note=" (stopped: exit $?)"
         tail -3 "$dir.log"
       fi
-      echo "$precision $tokens $rate" | tee -a "$out/probe.txt"
+      # metrics.csv: the rows after the first (shader compilation, autotuning) window, or that
+      # one when it is the only one (PROBE_STEPS <= PROBE_LOG); 0 when it logged none.
+      rate=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "tokens_per_sec") c = i; next }
+        NR == 2 { first = $c; next } { s += $c; n++ }
+        END { printf "%.0f\n", n ? s / n : first + 0 }' "$dir/metrics.csv" 2>/dev/null || echo 0)
+      echo "$precision $tokens $rate$note" | tee -a "$out/probe.txt"
       if [ "${INIT_FROM:-}" = none ] && [ -z "$tok" ] && [ -f "$dir/target.tokenizer.json" ]; then tok="$dir"; fi
       if [ "$rate" -gt "$best_rate" ]; then best_rate=$rate best="$precision $tokens"; fi
     done
@@ -188,10 +191,19 @@ train)
       --lr-factor "$lr" --warmup-steps "$warmup" --max-minutes "$left" --eval-every 500; then
       echo "the main run failed (above); bringing back what it saved" >&2
     fi
-    if ! ls -d "$run"/checkpoints/step-*/ >/dev/null 2>&1; then
-      echo "the main run saved no checkpoint: bringing back the fastest probe's run instead" >&2
-      run="$work/probe-$precision-$tokens"
-    fi
+  fi
+  has_checkpoint() { ls -d "$1"/checkpoints/step-*/ >/dev/null 2>&1; }
+  if ! has_checkpoint "$run"; then
+    # The fastest probe's run, else any probe's that finished (one stopped by its time limit
+    # saved none).
+    for d in "$work/probe-$precision-$tokens" "$work"/probe-*/; do
+      if has_checkpoint "$d"; then
+        echo "$run saved no checkpoint: bringing back $d instead" >&2
+        run="${d%/}"
+        break
+      fi
+    done
+    has_checkpoint "$run" || { echo "no run saved a checkpoint: nothing to bring back (see the logs above)" >&2; exit 1; }
   fi
   newest=$(ls -d "$run"/checkpoints/step-*/ | sort -V | tail -1)
   # The bundle is there when the run exported one (a failed run may not have).
