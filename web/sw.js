@@ -98,13 +98,11 @@ self.addEventListener('fetch', (event) => {
   const scope = new URL(self.registration.scope);
   const path = url.pathname.slice(scope.pathname.length);
   if (path.startsWith('models/')) {
-    // The worker downloading a model file it has not verified yet: never an older copy.
-    if (request.cache === 'no-cache' && !path.endsWith('.json')) return;
-    event.respondWith(
-      path.endsWith('.json')
-        ? networkFirst(request, MODEL_CACHE, SHELL_CACHE)
-        : cacheFirst(request, MODEL_CACHE, SHELL_CACHE),
-    );
+    if (path.endsWith('.json')) {
+      event.respondWith(networkFirst(request, MODEL_CACHE, SHELL_CACHE));
+    } else if (request.cache !== 'no-cache') {
+      event.respondWith(cacheFirst(request, MODEL_CACHE, SHELL_CACHE));
+    } // else the worker downloading a file it has not verified yet: the network, never a copy
     return;
   }
   if (request.mode === 'navigate') {

@@ -122,10 +122,10 @@ self.onwasmpanic = (message) => {
   self.postMessage({ type: 'panic', message: String(message) });
 };
 
-/** `{ kind, message }` of anything thrown: the wasm side's typed errors pass through. */
 /** Error kinds that mean the model's files are bad (src/web.rs), as opposed to the engine. */
 const FILE_ERRORS = new Set(['integrity', 'bundle', 'tokenizer']);
 
+/** `{ kind, message }` of anything thrown: the wasm side's typed errors pass through. */
 function toError(e, kind = 'internal') {
   if (e && typeof e === 'object' && typeof e.kind === 'string' && typeof e.message === 'string') {
     return { kind: e.kind, message: e.message };
